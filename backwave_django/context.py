@@ -1,0 +1,97 @@
+"""JobContext: what a running handler knows about its Attempt, and the per-Attempt scope it can use."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class JobCancelled(Exception):
+    """Raised by :meth:`JobContext.raise_if_cancelled` once the job has been asked to stop."""
+
+
+class AttemptScope:
+    """Resources that live exactly as long as one Attempt, released when it ends (in reverse order).
+
+    ``callback(fn)`` runs ``fn`` at the end; ``enter_context(cm)`` enters a context manager now and exits it
+    at the end; ``resource(factory)`` builds a value once per Attempt (the first time it is asked for) and,
+    if the value is a context manager or has ``close()``, disposes of it at the end.
+    """
+
+    def __init__(self) -> None:
+        self._stack = ExitStack()
+        self._resources: dict[Callable[[], Any], Any] = {}
+
+    def callback(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+        self._stack.callback(fn, *args, **kwargs)
+
+    def enter_context(self, manager: AbstractContextManager[T]) -> T:
+        return self._stack.enter_context(manager)
+
+    def resource(self, factory: Callable[[], T]) -> T:
+        if factory not in self._resources:
+            value = factory()
+            if isinstance(value, AbstractContextManager):
+                value = self._stack.enter_context(value)
+            elif callable(getattr(value, "close", None)):
+                self._stack.callback(value.close)  # type: ignore[attr-defined]
+            self._resources[factory] = value
+        return self._resources[factory]  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Release everything registered, last first. Called by the Pump when the Attempt ends."""
+        self._resources.clear()
+        self._stack.close()
+
+
+class JobContext:
+    """The running Attempt: which job, which attempt, and a cancellation signal to honour.
+
+    Handlers receive it through a parameter annotated ``JobContext`` (or named ``context``).
+    """
+
+    __slots__ = ("_cancelled", "attempt", "job_id", "max_attempts", "queue", "scope", "wire_name", "worker_id")
+
+    def __init__(
+        self,
+        *,
+        job_id: int,
+        attempt: int,
+        wire_name: str,
+        queue: str,
+        max_attempts: int,
+        worker_id: str = "",
+        cancelled: threading.Event | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self.attempt = attempt
+        self.wire_name = wire_name
+        self.queue = queue
+        self.max_attempts = max_attempts
+        self.worker_id = worker_id
+        self.scope = AttemptScope()
+        self._cancelled = cancelled or threading.Event()
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the job should stop: an operator cancelled it, its lease was lost, or shutdown."""
+        return self._cancelled.is_set()
+
+    def wait_cancelled(self, timeout: float | None = None) -> bool:
+        """Sleep up to ``timeout`` seconds, waking early if cancelled. Returns whether it was cancelled."""
+        return self._cancelled.wait(timeout)
+
+    def raise_if_cancelled(self) -> None:
+        if self._cancelled.is_set():
+            raise JobCancelled(f"job {self.job_id} was asked to stop")
+
+    @property
+    def is_last_attempt(self) -> bool:
+        return self.attempt >= self.max_attempts
+
+    def __repr__(self) -> str:
+        return f"<JobContext {self.wire_name} #{self.job_id} attempt {self.attempt}/{self.max_attempts}>"

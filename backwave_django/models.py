@@ -1,0 +1,197 @@
+"""The durable state: Jobs, their Leases, the Outcome of each Attempt, queue settings, audit, pump health.
+
+Rows change only through the store (``backwave_django.store``), which enforces the legal transitions and the
+(worker, attempt) fence. The models name what is stored; they hold no logic that reads the clock or writes.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from .core.states import State
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    def claimable(self, queues: list[str], now: object) -> JobQuerySet:
+        """Scheduled jobs in ``queues`` that are due at ``now``, in claim order."""
+        return self.filter(state=State.SCHEDULED, queue__in=queues, due_at__lte=now).order_by("due_at", "id")
+
+    def live(self) -> JobQuerySet:
+        """Jobs that have not reached a terminal state."""
+        return self.filter(state__in=[State.SCHEDULED, State.AWAITING_PARENT, State.LEASED])
+
+
+class Job(models.Model):
+    """One unit of work: a wire name (which handler), a JSON payload (its arguments) and where it stands."""
+
+    class State(models.TextChoices):
+        SCHEDULED = State.SCHEDULED.value, "scheduled"
+        AWAITING_PARENT = State.AWAITING_PARENT.value, "awaiting parent"
+        LEASED = State.LEASED.value, "leased"
+        SUCCEEDED = State.SUCCEEDED.value, "succeeded"
+        CANCELLED = State.CANCELLED.value, "cancelled"
+        DEAD_LETTERED = State.DEAD_LETTERED.value, "dead-lettered"
+        QUARANTINED = State.QUARANTINED.value, "quarantined"
+
+    id = models.BigAutoField(primary_key=True, help_text="Also the enqueue order: the claim's tiebreak.")
+    wire_name = models.CharField(max_length=128, help_text="Names the handler; stable across deploys.")
+    queue = models.CharField(max_length=128, default="default")
+    payload = models.TextField(default="{}", help_text="The arguments, as JSON.")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.SCHEDULED)
+    attempt = models.PositiveIntegerField(default=0, help_text="Attempts started; a claim adds one.")
+    max_attempts = models.PositiveIntegerField(default=10)
+    due_at = models.DateTimeField(help_text="Claimable once this time has come (state scheduled).")
+    created_at = models.DateTimeField()
+    terminal_at = models.DateTimeField(null=True, blank=True)
+    terminal_cause = models.TextField(blank=True, default="")
+    cancel_requested = models.BooleanField(default=False)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "job"
+        indexes = [
+            models.Index(
+                fields=["queue", "due_at", "id"],
+                name="backwave_job_claimable",
+                condition=Q(state="scheduled"),
+            ),
+            models.Index(
+                fields=["state", "terminal_at"],
+                name="backwave_job_terminal",
+                condition=Q(terminal_at__isnull=False),
+            ),
+            models.Index(fields=["wire_name", "state"], name="backwave_job_wire_state"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=[s.value for s in State]), name="backwave_job_state_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.wire_name} #{self.id} ({self.state})"
+
+
+class Lease(models.Model):
+    """A worker's claim on a running job. It exists exactly while the job is leased.
+
+    Its ``owner`` and ``attempt`` are the fence: an outcome applies only if both still match and the lease has
+    not expired. ``queue`` is copied from the job so that per-queue concurrency counts read only this table.
+    """
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, primary_key=True, related_name="lease")
+    queue = models.CharField(max_length=128)
+    owner = models.CharField(max_length=255, help_text="The worker id: host:pid:group:suffix.")
+    attempt = models.PositiveIntegerField()
+    claimed_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["expires_at"], name="backwave_lease_expiry"),
+            models.Index(fields=["queue"], name="backwave_lease_queue"),
+            models.Index(fields=["owner"], name="backwave_lease_owner"),
+        ]
+
+    def __str__(self) -> str:
+        return f"lease on job {self.job_id} by {self.owner} (attempt {self.attempt})"
+
+
+class Outcome(models.Model):
+    """How one Attempt ended: one row per Attempt, written with the state change it caused."""
+
+    class Kind(models.TextChoices):
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        UNROUTABLE = "unroutable"
+        EXPIRED = "expired"
+        RELEASED = "released"
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="outcomes")
+    attempt = models.PositiveIntegerField()
+    worker = models.CharField(max_length=255, blank=True, default="")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    state_after = models.CharField(max_length=16, choices=Job.State.choices)
+    message = models.TextField(blank=True, default="", help_text="The short reason: an error's first line.")
+    detail = models.TextField(blank=True, default="", help_text="A failure's traceback, at most 8 KiB.")
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["job", "attempt"], name="backwave_outcome_job")]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} attempt {self.attempt}: {self.kind}"
+
+
+class QueueSettings(models.Model):
+    """A queue's runtime settings, shared by the whole cluster: paused, and a cap on jobs leased at once."""
+
+    queue = models.CharField(max_length=128, primary_key=True)
+    paused = models.BooleanField(default=False)
+    concurrency_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="At most this many jobs of the queue leased at once; empty: no cap."
+    )
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "queue settings"
+        verbose_name_plural = "queue settings"
+
+    def __str__(self) -> str:
+        return self.queue
+
+
+class AuditRecord(models.Model):
+    """An operator action (cancel, requeue, pause, ...), recorded with the actor in the same transaction."""
+
+    class Action(models.TextChoices):
+        CANCEL = "cancel"
+        REQUEUE = "requeue"
+        PAUSE_QUEUE = "pause_queue"
+        RESUME_QUEUE = "resume_queue"
+        SET_CONCURRENCY_LIMIT = "set_concurrency_limit"
+
+    id = models.BigAutoField(primary_key=True)
+    actor = models.CharField(max_length=255)
+    action = models.CharField(max_length=32, choices=Action.choices)
+    target = models.CharField(max_length=255, help_text="A job id or a queue name.")
+    detail = models.TextField(blank=True, default="")
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["target", "id"], name="backwave_audit_target")]
+
+    def __str__(self) -> str:
+        return f"{self.actor}: {self.action} {self.target}"
+
+
+class PumpStatus(models.Model):
+    """What each Pump last said about itself: running, degraded, halted or stopped, and when."""
+
+    class Health(models.TextChoices):
+        RUNNING = "running"
+        DEGRADED = "degraded"
+        HALTED = "halted"
+        STOPPED = "stopped"
+
+    worker_id = models.CharField(max_length=255, primary_key=True)
+    group = models.CharField(max_length=128)
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    queues = models.CharField(max_length=1024, blank=True, default="")
+    health = models.CharField(max_length=16, choices=Health.choices, default=Health.RUNNING)
+    detail = models.TextField(blank=True, default="")
+    started_at = models.DateTimeField()
+    last_beat_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "pump status"
+        verbose_name_plural = "pump statuses"
+        indexes = [models.Index(fields=["group", "last_beat_at"], name="backwave_pump_group")]
+
+    def __str__(self) -> str:
+        return f"{self.worker_id} ({self.health})"

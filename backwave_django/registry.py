@@ -1,0 +1,317 @@
+"""The ``@job`` decorator, JobRegistration, and the registry of handlers by wire name.
+
+A wire name is the job's stable identity in the database: explicit, mandatory, never derived from a module
+or function name, so code can move without orphaning queued jobs. Registering one wire name twice is an error
+at import time that names both handlers.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+
+from . import codec
+from .context import JobContext
+from .store.contract import MAX_QUEUE_NAME_LENGTH, MAX_WIRE_NAME_LENGTH
+
+if TYPE_CHECKING:
+    from .models import Job
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class JobDefinitionError(Exception):
+    """A ``@job`` declaration is wrong (bad wire name, duplicate registration, unusable signature)."""
+
+
+class UnknownJob(LookupError):
+    """No handler is registered for a wire name."""
+
+
+def _describe(target: object) -> str:
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
+
+
+def _context_parameter(signature: inspect.Signature) -> str | None:
+    for name, parameter in signature.parameters.items():
+        annotation = parameter.annotation
+        if annotation is JobContext or annotation in ("JobContext", "backwave_django.JobContext"):
+            return name
+    return "context" if "context" in signature.parameters else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRegistration:
+    """One registered job: its wire name, its defaults, and how to run it."""
+
+    wire_name: str
+    queue: str
+    max_attempts: int | None  # None: BACKWAVE['RETRY']['MAX_ATTEMPTS']
+    target: Callable[..., Any]  # the function, or the class whose instance runs per Attempt
+    is_class: bool
+    signature: inspect.Signature = field(repr=False)  # the payload's parameters (no context, no self)
+    context_parameter: str | None
+
+    @property
+    def handler_path(self) -> str:
+        return _describe(self.target)
+
+    def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments by parameter name, checked against the signature. Raises TypeError naming the job."""
+        parameters = self.signature.parameters
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+        unknown = sorted(set(kwargs) - set(parameters)) if not takes_any else []
+        if unknown:
+            raise TypeError(
+                f"{self.wire_name!r} ({self.handler_path}{self.signature}) got unexpected argument(s) "
+                f"{', '.join(map(repr, unknown))}"
+            )
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.wire_name!r} ({self.handler_path}{self.signature}): {exc}") from None
+        return dict(bound.arguments)
+
+    def decode(self, payload: str) -> dict[str, Any]:
+        """The stored arguments, checked against today's signature. Raises PayloadDecodeError."""
+        arguments = codec.decode(payload)
+        try:
+            self.signature.bind(**arguments)
+        except TypeError as exc:
+            raise codec.PayloadDecodeError(f"payload does not fit {self.handler_path}{self.signature}: {exc}")
+        return arguments
+
+    def new_instance(self, context: JobContext) -> Any:
+        """For a class job: the per-Attempt instance (its __init__ may take the context)."""
+        init = inspect.signature(self.target)
+        return self.target(context) if init.parameters else self.target()
+
+    def execute(self, arguments: Mapping[str, Any], context: JobContext) -> Any:
+        """Run the handler once, inside the caller's per-Attempt scope."""
+        kwargs = dict(arguments)
+        if self.context_parameter:
+            kwargs[self.context_parameter] = context
+        if not self.is_class:
+            return self.target(**kwargs)
+        instance = self.new_instance(context)
+        if isinstance(instance, _ContextManagerLike):
+            instance = context.scope.enter_context(instance)
+        elif callable(getattr(instance, "close", None)):
+            context.scope.callback(instance.close)
+        return instance.run(**kwargs)
+
+
+class _ContextManagerLike:
+    @classmethod
+    def __subclasshook__(cls, other: type) -> bool:
+        return hasattr(other, "__enter__") and hasattr(other, "__exit__")
+
+
+class Registry:
+    """Registered jobs by wire name. One per process: :data:`registry`."""
+
+    def __init__(self) -> None:
+        self._by_wire_name: dict[str, JobRegistration] = {}
+
+    def register(self, registration: JobRegistration) -> None:
+        existing = self._by_wire_name.get(registration.wire_name)
+        if existing is not None and existing.handler_path != registration.handler_path:
+            raise JobDefinitionError(
+                f"wire name {registration.wire_name!r} is registered twice: by {existing.handler_path} and by "
+                f"{registration.handler_path}. Wire names must be unique; rename one of them."
+            )
+        self._by_wire_name[registration.wire_name] = registration
+
+    def unregister(self, wire_name: str) -> None:
+        self._by_wire_name.pop(wire_name, None)
+
+    def get(self, wire_name: str) -> JobRegistration:
+        try:
+            return self._by_wire_name[wire_name]
+        except KeyError:
+            raise UnknownJob(f"no job is registered under the wire name {wire_name!r}") from None
+
+    def __contains__(self, wire_name: object) -> bool:
+        return wire_name in self._by_wire_name
+
+    def __iter__(self) -> Iterable[JobRegistration]:  # type: ignore[override]
+        return iter(sorted(self._by_wire_name.values(), key=lambda r: r.wire_name))
+
+    def all(self) -> list[JobRegistration]:
+        return sorted(self._by_wire_name.values(), key=lambda r: r.wire_name)
+
+
+registry = Registry()
+
+
+def _due_at(run_after: datetime | timedelta | None, now: datetime) -> datetime:
+    if run_after is None:
+        return now
+    if isinstance(run_after, timedelta):
+        return now + run_after
+    if isinstance(run_after, datetime):
+        if run_after.tzinfo is None or run_after.utcoffset() is None:
+            raise ValueError(
+                f"run_after={run_after!r} is a naive datetime; pass an aware one (django.utils.timezone) "
+                "or a timedelta"
+            )
+        return run_after
+    raise TypeError(f"run_after must be an aware datetime or a timedelta, not {type(run_after).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    queue: str | None = None
+    run_after: datetime | timedelta | None = None
+    max_attempts: int | None = None
+
+
+class JobFunction(Generic[P, R]):
+    """What ``@job`` returns: call it to run the handler now, or ``enqueue`` it to run in the background."""
+
+    def __init__(self, registration: JobRegistration, options: _Options | None = None) -> None:
+        self.registration = registration
+        self._options = options or _Options()
+        self.__wrapped__ = registration.target
+        self.__doc__ = registration.target.__doc__
+        self.__name__ = getattr(registration.target, "__name__", registration.wire_name)
+
+    @property
+    def wire_name(self) -> str:
+        return self.registration.wire_name
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run the handler directly, in this thread, with no job involved."""
+        return self.registration.target(*args, **kwargs)  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"<job {self.wire_name!r} -> {self.registration.handler_path}>"
+
+    def using(
+        self,
+        *,
+        queue: str | None = None,
+        run_after: datetime | timedelta | None = None,
+        max_attempts: int | None = None,
+    ) -> JobFunction[P, R]:
+        """The same job with per-call overrides: another queue, a later start, another attempt ceiling."""
+        merged = _Options(
+            queue=queue if queue is not None else self._options.queue,
+            run_after=run_after if run_after is not None else self._options.run_after,
+            max_attempts=max_attempts if max_attempts is not None else self._options.max_attempts,
+        )
+        return JobFunction(self.registration, merged)
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Store one job (inside the caller's transaction, if any) and return it."""
+        return self._enqueue([self.registration.bind(args, kwargs)])[0]
+
+    def enqueue_many(self, calls: Iterable[Mapping[str, Any] | tuple[Any, ...]]) -> list[Job]:
+        """Store many jobs of this kind in one round-trip. Each call is a dict of keyword arguments or a
+        tuple of positional ones. Any bad call refuses the whole batch."""
+        bound = []
+        for index, call in enumerate(calls):
+            try:
+                bound.append(
+                    self.registration.bind((), call) if isinstance(call, Mapping) else self.registration.bind(call, {})
+                )
+            except TypeError as exc:
+                raise TypeError(f"call {index} of enqueue_many: {exc}") from None
+        return self._enqueue(bound)
+
+    def _enqueue(self, arguments: list[dict[str, Any]]) -> list[Job]:
+        from django.utils import timezone
+
+        from . import conf
+        from .store import NewJob, get_store
+
+        settings = conf.get()
+        now = timezone.now()
+        options, reg = self._options, self.registration
+        queue = options.queue or reg.queue
+        if not queue or len(queue) > MAX_QUEUE_NAME_LENGTH:
+            raise ValueError(f"queue name {queue!r} must be 1 to {MAX_QUEUE_NAME_LENGTH} characters")
+        due_at = _due_at(options.run_after, now)
+        max_attempts = options.max_attempts or reg.max_attempts or settings.retry.max_attempts
+        payloads = []
+        for index, call in enumerate(arguments):
+            try:
+                payloads.append(codec.encode(call))
+            except codec.PayloadError as exc:
+                where = f"call {index} of {reg.wire_name!r}" if len(arguments) > 1 else repr(reg.wire_name)
+                raise codec.PayloadError(f"cannot enqueue {where}: {exc}") from None
+        new_jobs = [
+            NewJob(wire_name=reg.wire_name, payload=p, queue=queue, due_at=due_at, max_attempts=max_attempts)
+            for p in payloads
+        ]
+        return get_store().enqueue(new_jobs, now=now, max_payload_bytes=settings.max_payload_bytes)
+
+
+def _payload_signature(target: Callable[..., Any], is_class: bool) -> tuple[inspect.Signature, str | None]:
+    function = getattr(target, "run", None) if is_class else target
+    if function is None or not callable(function):
+        raise JobDefinitionError(f"class job {_describe(target)} needs a run(self, ...) method")
+    signature = inspect.signature(function)
+    parameters = list(signature.parameters.values())
+    if is_class:
+        parameters = parameters[1:]  # self
+        signature = signature.replace(parameters=parameters)
+    for parameter in parameters:
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.POSITIONAL_ONLY):
+            raise JobDefinitionError(
+                f"{_describe(target)}: parameter {parameter.name!r} must be nameable, because a payload "
+                "stores arguments by name; use ordinary or keyword-only parameters"
+            )
+    context = _context_parameter(signature)
+    if context is not None:
+        signature = signature.replace(parameters=[p for p in parameters if p.name != context])
+    return signature, context
+
+
+@overload
+def job(
+    wire_name: str, *, queue: str = "default", max_attempts: int | None = None
+) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
+@overload
+def job(wire_name: Callable[..., Any], **kwargs: Any) -> Any: ...
+def job(wire_name: Any, *, queue: str = "default", max_attempts: int | None = None) -> Any:
+    """Register a function (or a class with a ``run`` method) as a job under an explicit wire name.
+
+    >>> @job("send-welcome-email", queue="emails", max_attempts=5)
+    ... def send_welcome_email(user_id: int) -> None: ...
+    >>> send_welcome_email.enqueue(user_id=42)
+    """
+    if callable(wire_name) or not isinstance(wire_name, str):
+        raise JobDefinitionError(
+            "@job needs an explicit wire name, e.g. @job('send-welcome-email'); it is the job's identity in "
+            "the database and is never derived from the function's name"
+        )
+    if not wire_name.strip() or wire_name != wire_name.strip() or len(wire_name) > MAX_WIRE_NAME_LENGTH:
+        raise JobDefinitionError(
+            f"wire name {wire_name!r} must be 1 to {MAX_WIRE_NAME_LENGTH} characters with no surrounding spaces"
+        )
+    if not isinstance(queue, str) or not queue or len(queue) > MAX_QUEUE_NAME_LENGTH:
+        raise JobDefinitionError(f"queue {queue!r} must be a name of 1 to {MAX_QUEUE_NAME_LENGTH} characters")
+    if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
+        raise JobDefinitionError(f"max_attempts must be an int >= 1 or None, not {max_attempts!r}")
+
+    def decorate(target: Callable[P, R]) -> JobFunction[P, R]:
+        is_class = inspect.isclass(target)
+        signature, context = _payload_signature(target, is_class)
+        registration = JobRegistration(
+            wire_name=wire_name,
+            queue=queue,
+            max_attempts=max_attempts,
+            target=target,
+            is_class=is_class,
+            signature=signature,
+            context_parameter=context,
+        )
+        registry.register(registration)
+        return JobFunction(registration)
+
+    return decorate
