@@ -26,7 +26,7 @@ from .. import wakeups
 from ..core.records import ClaimedJob, HeartbeatResult, OutcomeKind, OutcomeReport
 from ..core.retry import RetryPolicy
 from ..core.states import State
-from ..models import AuditRecord, Job, Lease, Outcome, QueueSettings
+from ..models import AuditRecord, Job, Lease, Outcome, PumpStatus, QueueSettings
 from .contract import (
     MAX_DETAIL_BYTES,
     MAX_QUEUE_NAME_LENGTH,
@@ -360,6 +360,35 @@ class DjangoStore:
             raise StoreError(f"a concurrency limit is an int >= 0 or None, not {limit!r}")
         action = AuditRecord.Action.SET_CONCURRENCY_LIMIT
         self._change_queue(queue, actor, now, action, concurrency_limit=limit)
+
+    # -- pump health -------------------------------------------------------------------------------
+
+    def record_pump(
+        self,
+        *,
+        worker_id: str,
+        group: str,
+        queues: Sequence[str],
+        health: str,
+        detail: str,
+        started_at: datetime,
+        now: datetime,
+    ) -> None:
+        """Upsert what a Pump says about itself; ``backwave_health`` and the admin read it."""
+        host, pid = worker_id.split(":")[0], int(worker_id.split(":")[1])
+        PumpStatus.objects.using(self.using).update_or_create(
+            worker_id=worker_id,
+            defaults={
+                "group": group,
+                "host": host,
+                "pid": pid,
+                "queues": ",".join(queues),
+                "health": health,
+                "detail": detail[:2000],
+                "started_at": started_at,
+                "last_beat_at": now,
+            },
+        )
 
     # -- reads -------------------------------------------------------------------------------------
 

@@ -1,0 +1,65 @@
+"""Run worker groups: ``manage.py backwave_pump --group default [--group other ...] [--burst]``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ... import conf
+from ...shell.node import Node
+
+
+class Command(BaseCommand):
+    help = "Run the Pumps of the named worker groups in this process until SIGTERM/SIGINT (or, with --burst, until idle)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--group", action="append", dest="groups", help="Worker group to run (repeatable; default: every group).")
+        parser.add_argument("--burst", action="store_true", help="Exit once nothing runs and nothing is due within --burst-horizon.")
+        parser.add_argument("--burst-horizon", type=float, default=60.0, help="Seconds ahead that --burst still waits for due work (default 60).")
+        parser.add_argument("--grace", type=float, default=None, help="Seconds running jobs may finish at shutdown (default: the group's SHUTDOWN_GRACE).")
+        parser.add_argument("--no-hints", action="store_true", help="Poll only; ignore wake-up hints.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        settings = conf.get()
+        groups = options["groups"] or list(settings.groups)
+        try:
+            node = Node(groups, hints=False if options["no_hints"] else None)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        stop = threading.Event()
+        signals_seen = 0
+
+        def on_signal(signum: int, frame: Any) -> None:
+            nonlocal signals_seen
+            signals_seen += 1
+            if signals_seen > 1:
+                self.stderr.write("second signal: exiting at once")
+                os._exit(1)
+            self.stderr.write(f"{signal.Signals(signum).name}: draining (send again to exit at once)")
+            stop.set()
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        started = time.monotonic()
+        node.start()
+        try:
+            while not stop.wait(0.2):
+                if all(not pump.alive for pump in node.pumps):
+                    break
+                if options["burst"] and node.idle(options["burst_horizon"]):
+                    break
+            node.stop(options["grace"])
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        elapsed = time.monotonic() - started
+        processed = sum(p.processed for p in node.pumps)
+        for health in node.health():
+            self.stdout.write(f"group {health.group}: {health.state}, {health.pumps} pump(s)")
+        self.stdout.write(f"backwave_pump: {processed} outcomes applied in {elapsed:.1f} s")
+        if any(h.state == "halted" for h in node.health()):
+            raise CommandError("a worker group halted; see the log above")
