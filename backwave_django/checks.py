@@ -12,9 +12,7 @@ from . import conf
 
 @checks.register("backwave")
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    found: list[checks.CheckMessage] = [
-        checks.Error(p.msg, hint=p.hint, id=p.id) for p in conf.problems()
-    ]
+    found: list[checks.CheckMessage] = [checks.Error(p.msg, hint=p.hint, id=p.id) for p in conf.problems()]
     if found:
         return found
     settings = conf.get()

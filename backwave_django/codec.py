@@ -66,7 +66,9 @@ def _encode(value: Any, path: str) -> Any:
         out = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                raise PayloadError(f"{path} has a key {key!r} that is not a string; JSON keys must be strings")
+                raise PayloadError(
+                    f"{path} has a key {key!r} that is not a string; JSON keys must be strings"
+                )
             if key == TAG:
                 raise PayloadError(f"{path} uses the reserved key {TAG!r}")
             out[key] = _encode(item, f"{path}[{key!r}]")

@@ -121,7 +121,9 @@ def _queue_problems(where: str, group: dict[str, Any]) -> list[Problem]:
             and all(isinstance(q, str) and q and len(q) <= 128 for q in queues)
             and len(set(queues)) == len(queues)
         )
-        hint = "Write QUEUES as a list of distinct queue names in priority order, e.g. ['critical', 'default']."
+        hint = (
+            "Write QUEUES as a list of distinct queue names in priority order, e.g. ['critical', 'default']."
+        )
     return [] if ok else [Problem("backwave.E005", f"{where}['QUEUES'] is {queues!r}.", hint)]
 
 
@@ -143,7 +145,9 @@ def _group_problems(name: Any, group: Any) -> list[Problem]:
             found.append(Problem("backwave.E007", msg, f"Write an int >= {minimum}."))
     if "MAX_OUTCOME_BATCH" in group and not _is_count(group["MAX_OUTCOME_BATCH"], 1):
         msg = f"{where}['MAX_OUTCOME_BATCH'] is {group['MAX_OUTCOME_BATCH']!r}."
-        found.append(Problem("backwave.E007", msg, "Write an int >= 1, or leave it out to use MAX_CLAIM_BATCH."))
+        found.append(
+            Problem("backwave.E007", msg, "Write an int >= 1, or leave it out to use MAX_CLAIM_BATCH.")
+        )
     for key, (zero_ok, _) in [*GROUP_DURATIONS.items(), ("HEARTBEAT_INTERVAL", (False, 0.0))]:
         if key in group:
             seconds = _seconds(group[key])
@@ -166,7 +170,9 @@ def problems(raw: Any = None) -> list[Problem]:
     if not isinstance(raw, dict):
         return [Problem("backwave.E001", f"BACKWAVE is {type(raw).__name__}.", "Set BACKWAVE to a dict.")]
     found = [
-        Problem("backwave.E002", f"BACKWAVE has an unknown key {key!r}.", f"Known keys: {sorted(TOP_LEVEL_KEYS)}.")
+        Problem(
+            "backwave.E002", f"BACKWAVE has an unknown key {key!r}.", f"Known keys: {sorted(TOP_LEVEL_KEYS)}."
+        )
         for key in raw
         if key not in TOP_LEVEL_KEYS
     ]
@@ -199,7 +205,9 @@ def problems(raw: Any = None) -> list[Problem]:
         found.append(Problem("backwave.E013", "BACKWAVE['HINTS'] is not a bool.", "Write True or False."))
     manifest = raw.get("MANIFEST_PATH")
     if manifest is not None and not isinstance(manifest, str | Path):
-        found.append(Problem("backwave.E013", "BACKWAVE['MANIFEST_PATH'] is not a path.", "Write a str or Path."))
+        found.append(
+            Problem("backwave.E013", "BACKWAVE['MANIFEST_PATH'] is not a path.", "Write a str or Path.")
+        )
     return found
 
 

@@ -54,7 +54,16 @@ class JobContext:
     Handlers receive it through a parameter annotated ``JobContext`` (or named ``context``).
     """
 
-    __slots__ = ("_cancelled", "attempt", "job_id", "max_attempts", "queue", "scope", "wire_name", "worker_id")
+    __slots__ = (
+        "_cancelled",
+        "attempt",
+        "job_id",
+        "max_attempts",
+        "queue",
+        "scope",
+        "wire_name",
+        "worker_id",
+    )
 
     def __init__(
         self,

@@ -32,8 +32,14 @@ def differences(registry: Registry, path: Path) -> list[str]:
     if not path.exists():
         return [f"{path} does not exist; run manage.py backwave_manifest to write it"]
     on_file, current = parse(path.read_text(encoding="utf-8")), parse(render(registry))
-    found = [f"- {name}  {on_file[name]}  (in the file, no longer registered)" for name in on_file if name not in current]
-    found += [f"+ {name}  {current[name]}  (registered, not in the file)" for name in current if name not in on_file]
+    found = [
+        f"- {name}  {on_file[name]}  (in the file, no longer registered)"
+        for name in on_file
+        if name not in current
+    ]
+    found += [
+        f"+ {name}  {current[name]}  (registered, not in the file)" for name in current if name not in on_file
+    ]
     found += [
         f"~ {name}: file says {on_file[name]!r}, registry says {current[name]!r}"
         for name in current

@@ -8,10 +8,11 @@ at import time that names both handlers.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from . import codec
 from .context import JobContext
@@ -82,7 +83,8 @@ class JobRegistration:
         try:
             self.signature.bind(**arguments)
         except TypeError as exc:
-            raise codec.PayloadDecodeError(f"payload does not fit {self.handler_path}{self.signature}: {exc}")
+            message = f"payload does not fit {self.handler_path}{self.signature}: {exc}"
+            raise codec.PayloadDecodeError(message) from None
         return arguments
 
     def new_instance(self, context: JobContext) -> Any:
@@ -98,17 +100,11 @@ class JobRegistration:
         if not self.is_class:
             return self.target(**kwargs)
         instance = self.new_instance(context)
-        if isinstance(instance, _ContextManagerLike):
+        if isinstance(instance, AbstractContextManager):
             instance = context.scope.enter_context(instance)
         elif callable(getattr(instance, "close", None)):
             context.scope.callback(instance.close)
         return instance.run(**kwargs)
-
-
-class _ContextManagerLike:
-    @classmethod
-    def __subclasshook__(cls, other: type) -> bool:
-        return hasattr(other, "__enter__") and hasattr(other, "__exit__")
 
 
 class Registry:
@@ -121,8 +117,8 @@ class Registry:
         existing = self._by_wire_name.get(registration.wire_name)
         if existing is not None and existing.handler_path != registration.handler_path:
             raise JobDefinitionError(
-                f"wire name {registration.wire_name!r} is registered twice: by {existing.handler_path} and by "
-                f"{registration.handler_path}. Wire names must be unique; rename one of them."
+                f"wire name {registration.wire_name!r} is registered twice: by {existing.handler_path} "
+                f"and by {registration.handler_path}. Wire names must be unique; rename one of them."
             )
         self._by_wire_name[registration.wire_name] = registration
 
@@ -138,7 +134,7 @@ class Registry:
     def __contains__(self, wire_name: object) -> bool:
         return wire_name in self._by_wire_name
 
-    def __iter__(self) -> Iterable[JobRegistration]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[JobRegistration]:
         return iter(sorted(self._by_wire_name.values(), key=lambda r: r.wire_name))
 
     def all(self) -> list[JobRegistration]:
@@ -170,7 +166,7 @@ class _Options:
     max_attempts: int | None = None
 
 
-class JobFunction(Generic[P, R]):
+class JobFunction[**P, R]:
     """What ``@job`` returns: call it to run the handler now, or ``enqueue`` it to run in the background."""
 
     def __init__(self, registration: JobRegistration, options: _Options | None = None) -> None:
@@ -215,10 +211,9 @@ class JobFunction(Generic[P, R]):
         tuple of positional ones. Any bad call refuses the whole batch."""
         bound = []
         for index, call in enumerate(calls):
+            args, kwargs = ((), call) if isinstance(call, Mapping) else (call, {})
             try:
-                bound.append(
-                    self.registration.bind((), call) if isinstance(call, Mapping) else self.registration.bind(call, {})
-                )
+                bound.append(self.registration.bind(tuple(args), kwargs))
             except TypeError as exc:
                 raise TypeError(f"call {index} of enqueue_many: {exc}") from None
         return self._enqueue(bound)
@@ -272,13 +267,9 @@ def _payload_signature(target: Callable[..., Any], is_class: bool) -> tuple[insp
     return signature, context
 
 
-@overload
 def job(
     wire_name: str, *, queue: str = "default", max_attempts: int | None = None
-) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
-@overload
-def job(wire_name: Callable[..., Any], **kwargs: Any) -> Any: ...
-def job(wire_name: Any, *, queue: str = "default", max_attempts: int | None = None) -> Any:
+) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
     """Register a function (or a class with a ``run`` method) as a job under an explicit wire name.
 
     >>> @job("send-welcome-email", queue="emails", max_attempts=5)
@@ -292,7 +283,8 @@ def job(wire_name: Any, *, queue: str = "default", max_attempts: int | None = No
         )
     if not wire_name.strip() or wire_name != wire_name.strip() or len(wire_name) > MAX_WIRE_NAME_LENGTH:
         raise JobDefinitionError(
-            f"wire name {wire_name!r} must be 1 to {MAX_WIRE_NAME_LENGTH} characters with no surrounding spaces"
+            f"wire name {wire_name!r} must be 1 to {MAX_WIRE_NAME_LENGTH} characters, "
+            "with no surrounding spaces"
         )
     if not isinstance(queue, str) or not queue or len(queue) > MAX_QUEUE_NAME_LENGTH:
         raise JobDefinitionError(f"queue {queue!r} must be a name of 1 to {MAX_QUEUE_NAME_LENGTH} characters")

@@ -106,7 +106,9 @@ class TestPump:
     def run_due(self) -> list[Execution]:
         """Expire lapsed leases, then claim and run everything due at ``now`` until nothing more is."""
         before = len(self.executions)
-        self._drive([ev.MaintenanceDue(now=self.now), ev.PollDue(now=self.now), ev.HeartbeatDue(now=self.now)])
+        self._drive(
+            [ev.MaintenanceDue(now=self.now), ev.PollDue(now=self.now), ev.HeartbeatDue(now=self.now)]
+        )
         return self.executions[before:]
 
     def advance(self, by: timedelta) -> list[Execution]:
@@ -127,7 +129,9 @@ class TestPump:
 
     def next_activity(self) -> datetime | None:
         """The earliest future due time or lease expiry in the served queues, or None."""
-        jobs = self.store_queryset("Job").filter(state=State.SCHEDULED, queue__in=self.queues, due_at__gt=self.now)
+        jobs = self.store_queryset("Job").filter(
+            state=State.SCHEDULED, queue__in=self.queues, due_at__gt=self.now
+        )
         leases = self.store_queryset("Lease").filter(queue__in=self.queues, expires_at__gt=self.now)
         times = [jobs.aggregate(t=Min("due_at"))["t"], leases.aggregate(t=Min("expires_at"))["t"]]
         present = [t for t in times if t is not None]
@@ -144,7 +148,9 @@ class TestPump:
         while fifo:
             steps += 1
             if steps > MAX_STEPS:
-                raise RuntimeError("the test pump did not settle; a job keeps becoming due at the same instant")
+                raise RuntimeError(
+                    "the test pump did not settle; a job keeps becoming due at the same instant"
+                )
             for command in self.driver.step(fifo.popleft()):
                 fifo.extend(self._obey(command))
 
@@ -152,19 +158,30 @@ class TestPump:
         store, now = self.store, self.now
         match command:
             case cmd.ClaimBatch(queues=queues, max_jobs=max_jobs, lease_duration=lease):
-                jobs = store.claim(worker_id=self.worker_id, queues=queues, max_jobs=max_jobs, lease_duration=lease, now=now)
+                jobs = store.claim(
+                    worker_id=self.worker_id, queues=queues, max_jobs=max_jobs, lease_duration=lease, now=now
+                )
                 return [ev.ClaimCompleted(now=now, jobs=tuple(jobs))]
             case cmd.ExecuteJob(job=job):
                 return [self._execute(job)]
             case cmd.ReportOutcomes(reports=reports):
-                details = {r.job_id: self._details.pop(r.job_id) for r in reports if r.job_id in self._details}
+                details = {
+                    r.job_id: self._details.pop(r.job_id) for r in reports if r.job_id in self._details
+                }
                 result = store.report(worker_id=self.worker_id, reports=reports, now=now, details=details)
                 return [ev.OutcomesReported(now=now, applied=result.applied, stale=result.stale)]
             case cmd.Heartbeat(job_ids=job_ids, lease_duration=lease):
-                results = store.heartbeat(worker_id=self.worker_id, job_ids=job_ids, lease_duration=lease, now=now)
+                results = store.heartbeat(
+                    worker_id=self.worker_id, job_ids=job_ids, lease_duration=lease, now=now
+                )
                 return [ev.HeartbeatCompleted(now=now, results=tuple(results))]
             case cmd.ExpireLeases(queues=queues, max_jobs=max_jobs, retry=retry):
-                return [ev.LeasesExpired(now=now, count=store.expire_leases(queues=queues, max_jobs=max_jobs, retry=retry, now=now))]
+                return [
+                    ev.LeasesExpired(
+                        now=now,
+                        count=store.expire_leases(queues=queues, max_jobs=max_jobs, retry=retry, now=now),
+                    )
+                ]
             case cmd.ReleaseLeases(job_ids=job_ids):
                 store.release(worker_id=self.worker_id, job_ids=job_ids, now=now)
                 return [ev.LeasesReleased(now=now)]

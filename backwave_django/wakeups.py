@@ -6,6 +6,7 @@ processes are woken by LISTEN/NOTIFY as well (``shell/listener.py``).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable
 
@@ -34,7 +35,5 @@ def publish(queues: Iterable[str]) -> None:
     with _lock:
         targets = [wake for served, wake in _subscribers.values() if served & wanted]
     for wake in targets:
-        try:
+        with contextlib.suppress(Exception):  # best-effort: a broken subscriber must not fail an enqueue
             wake()
-        except Exception:  # a hint is best-effort; a broken subscriber must not fail an enqueue
-            pass

@@ -1,4 +1,4 @@
-"""Shared fixtures. The suite runs once per database: SQLite by default, PostgreSQL when DATABASE_URL says so."""
+"""Shared fixtures. The suite runs once per database: SQLite by default, PostgreSQL by DATABASE_URL."""
 
 from __future__ import annotations
 

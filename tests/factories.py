@@ -29,7 +29,10 @@ class LeasedJobFactory(JobFactory):
     state = Job.State.LEASED
     attempt = 1
     lease = factory.RelatedFactory(
-        "tests.factories.LeaseFactory", factory_related_name="job", attempt=1, queue=factory.SelfAttribute("..queue")
+        "tests.factories.LeaseFactory",
+        factory_related_name="job",
+        attempt=1,
+        queue=factory.SelfAttribute("..queue"),
     )
 
 

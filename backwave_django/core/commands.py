@@ -42,7 +42,7 @@ class Heartbeat:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExpireLeases:
-    """End the Attempts whose leases lapsed in ``queues`` (at most ``max_jobs``); answer with LeasesExpired."""
+    """End Attempts whose leases lapsed in ``queues`` (at most ``max_jobs``); answer with LeasesExpired."""
 
     queues: tuple[str, ...]
     max_jobs: int

@@ -57,9 +57,7 @@ class NodeDriver:
     @property
     def occupied(self) -> int:
         """Slots held: running, finished but unreported, being reported, and reserved by claims."""
-        return (
-            len(self.executing) + len(self.buffer) + sum(self.reports_in_flight) + sum(self.reservations)
-        )
+        return len(self.executing) + len(self.buffer) + sum(self.reports_in_flight) + sum(self.reservations)
 
     @property
     def available(self) -> int:

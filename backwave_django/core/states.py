@@ -33,7 +33,10 @@ TRANSITIONS: dict[tuple[State, State], str] = {
     (State.SCHEDULED, State.LEASED): "a claim (starts an Attempt)",
     (State.SCHEDULED, State.CANCELLED): "an operator cancelled a pending job",
     (State.LEASED, State.SUCCEEDED): "the handler returned",
-    (State.LEASED, State.SCHEDULED): "a failure or expired lease with attempts left, or a release at shutdown",
+    (
+        State.LEASED,
+        State.SCHEDULED,
+    ): "a failure or expired lease with attempts left, or a release at shutdown",
     (State.LEASED, State.DEAD_LETTERED): "a failure or expired lease at the attempt ceiling",
     (State.LEASED, State.CANCELLED): "the handler observed an operator cancel",
     (State.LEASED, State.QUARANTINED): "no handler for the wire name, or a payload that no longer decodes",

@@ -8,6 +8,7 @@ and the listener reconnects after ``reconnect_delay``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from typing import Any
@@ -68,8 +69,6 @@ class HintListener:
                     logger.warning("hint listener lost its connection, reconnecting: %s", exc)
             finally:
                 self.connected.clear()
-                try:
+                with contextlib.suppress(Exception):
                     conn.close()
-                except Exception:
-                    pass
             self._stop.wait(self.reconnect_delay)

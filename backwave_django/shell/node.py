@@ -59,7 +59,14 @@ class Node:
         self.groups = [settings.groups[name] for name in groups]
         self.hints = settings.hints if hints is None else hints
         self.pumps = [
-            Pump(group, registry=registry, retry=settings.retry, using=settings.database, index=i, hints=self.hints)
+            Pump(
+                group,
+                registry=registry,
+                retry=settings.retry,
+                using=settings.database,
+                index=i,
+                hints=self.hints,
+            )
             for group in self.groups
             for i in range(group.pumps)
         ]

@@ -116,7 +116,9 @@ class Pump:
         self._inflight: dict[int, _Running] = {}
         self._details: dict[tuple[int, int], str] = {}
         self._pool = ThreadPoolExecutor(group.pool_size, thread_name_prefix=f"backwave-{group.name}-{index}")
-        self._thread = threading.Thread(target=self._run, name=f"backwave-pump-{group.name}-{index}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"backwave-pump-{group.name}-{index}", daemon=True
+        )
         self._hint_token: int | None = None
         self._shutting_down = False
         self._done = threading.Event()
@@ -225,20 +227,32 @@ class Pump:
         store = self.store
         match command:
             case cmd.ClaimBatch(queues=queues, max_jobs=max_jobs, lease_duration=lease):
-                jobs = store.claim(worker_id=self.worker_id, queues=queues, max_jobs=max_jobs, lease_duration=lease, now=now)
+                jobs = store.claim(
+                    worker_id=self.worker_id, queues=queues, max_jobs=max_jobs, lease_duration=lease, now=now
+                )
                 self._events.put(ev.ClaimCompleted(now=self.clock(), jobs=tuple(jobs)))
             case cmd.ExecuteJob(job=job):
                 self._execute(job)
                 return False
             case cmd.ReportOutcomes(reports=reports):
-                details = {r.job_id: d for r in reports if (d := self._details.pop((r.job_id, r.attempt), ""))}
+                details = {
+                    r.job_id: d for r in reports if (d := self._details.pop((r.job_id, r.attempt), ""))
+                }
                 result = store.report(worker_id=self.worker_id, reports=reports, now=now, details=details)
                 self.processed += len(result.applied)
                 if result.stale:
-                    logger.warning("%s: outcomes for jobs %s were fenced off (lease lost)", self.worker_id, sorted(result.stale))
-                self._events.put(ev.OutcomesReported(now=self.clock(), applied=result.applied, stale=result.stale))
+                    logger.warning(
+                        "%s: outcomes for jobs %s were fenced off (lease lost)",
+                        self.worker_id,
+                        sorted(result.stale),
+                    )
+                self._events.put(
+                    ev.OutcomesReported(now=self.clock(), applied=result.applied, stale=result.stale)
+                )
             case cmd.Heartbeat(job_ids=job_ids, lease_duration=lease):
-                results = store.heartbeat(worker_id=self.worker_id, job_ids=job_ids, lease_duration=lease, now=now)
+                results = store.heartbeat(
+                    worker_id=self.worker_id, job_ids=job_ids, lease_duration=lease, now=now
+                )
                 self._events.put(ev.HeartbeatCompleted(now=self.clock(), results=tuple(results)))
             case cmd.ExpireLeases(queues=queues, max_jobs=max_jobs, retry=retry):
                 count = store.expire_leases(queues=queues, max_jobs=max_jobs, retry=retry, now=now)
@@ -328,7 +342,9 @@ class Pump:
         )
         self._pool.submit(self._attempt, running, registration, arguments, context)
 
-    def _attempt(self, running: _Running, registration: Any, arguments: dict[str, Any], context: JobContext) -> None:
+    def _attempt(
+        self, running: _Running, registration: Any, arguments: dict[str, Any], context: JobContext
+    ) -> None:
         result = run_attempt(registration, arguments, context)
         job = running.job
         with self._gate:

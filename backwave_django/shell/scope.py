@@ -34,9 +34,11 @@ class AttemptResult:
     def message(self) -> str:
         if self.error is None:
             return ""
-        text = f"{type(self.error).__name__}: {self.error}".splitlines()[0] if str(self.error) else type(
-            self.error
-        ).__name__
+        text = (
+            f"{type(self.error).__name__}: {self.error}".splitlines()[0]
+            if str(self.error)
+            else type(self.error).__name__
+        )
         return text[:MAX_MESSAGE]
 
 
@@ -65,7 +67,9 @@ def close_connections() -> None:
             conn.close()
 
 
-def run_attempt(registration: JobRegistration, arguments: dict[str, Any], context: JobContext) -> AttemptResult:
+def run_attempt(
+    registration: JobRegistration, arguments: dict[str, Any], context: JobContext
+) -> AttemptResult:
     """Run exactly one handler call inside a fresh scope; never raises."""
     result = AttemptResult()
     try:

@@ -75,7 +75,13 @@ class JobStore(Protocol):
         ...
 
     def claim(
-        self, *, worker_id: str, queues: Sequence[str], max_jobs: int, lease_duration: timedelta, now: datetime
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str],
+        max_jobs: int,
+        lease_duration: timedelta,
+        now: datetime,
     ) -> list[ClaimedJob]:
         """Lease up to ``max_jobs`` due jobs, trying ``queues`` in order; each claim starts an Attempt."""
         ...

@@ -131,7 +131,13 @@ class DjangoStore:
         return {s.queue: s for s in found}
 
     def claim(
-        self, *, worker_id: str, queues: Sequence[str], max_jobs: int, lease_duration: timedelta, now: datetime
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str],
+        max_jobs: int,
+        lease_duration: timedelta,
+        now: datetime,
     ) -> list[ClaimedJob]:
         if max_jobs <= 0 or not queues:
             return []
@@ -194,7 +200,9 @@ class DjangoStore:
             applied = [r for r in reports if r.job_id in held]
             cancel_flags = self._cancel_flags([r.job_id for r in applied])
             changes = [
-                _Change.for_report(r, cancel_flags.get(r.job_id, False), now, worker_id, details.get(r.job_id))
+                _Change.for_report(
+                    r, cancel_flags.get(r.job_id, False), now, worker_id, details.get(r.job_id)
+                )
                 for r in applied
             ]
             self._apply(changes, now)
@@ -489,8 +497,16 @@ class _Change:
         )  # fmt: skip
 
     @classmethod
-    def for_release(cls, job_id: int, attempt: int, worker: str, cancel_requested: bool, now: datetime) -> _Change:
-        common = {"job_id": job_id, "attempt": attempt, "kind": OutcomeKind.RELEASED, "worker": worker, "now": now}
+    def for_release(
+        cls, job_id: int, attempt: int, worker: str, cancel_requested: bool, now: datetime
+    ) -> _Change:
+        kind = OutcomeKind.RELEASED
         if cancel_requested:
-            return cls(**common, state=State.CANCELLED, cause="operator-cancel")
-        return cls(**common, state=State.SCHEDULED, due_at=now, cause="released at shutdown", attempt_delta=-1)
+            return cls(
+                job_id=job_id, attempt=attempt, kind=kind, worker=worker, now=now,
+                state=State.CANCELLED, cause="operator-cancel",
+            )  # fmt: skip
+        return cls(
+            job_id=job_id, attempt=attempt, kind=kind, worker=worker, now=now,
+            state=State.SCHEDULED, due_at=now, cause="released at shutdown", attempt_delta=-1,
+        )  # fmt: skip

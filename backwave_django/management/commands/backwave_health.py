@@ -16,7 +16,9 @@ class Command(BaseCommand):
     help = "Report each Pump's last recorded state; exit 1 when a worker group is halted or silent."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--group", action="append", dest="groups", help="Only these groups (default: all configured).")
+        parser.add_argument(
+            "--group", action="append", dest="groups", help="Only these groups (default: all configured)."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         settings = conf.get()
@@ -34,7 +36,9 @@ class Command(BaseCommand):
                 silent = now - row.last_beat_at > silent_after
                 state = "silent" if silent and row.health != "halted" else row.health
                 age = (now - row.last_beat_at).total_seconds()
-                self.stdout.write(f"{name}  {row.worker_id}  {state}  last beat {age:.0f} s ago  {row.detail}".rstrip())
+                self.stdout.write(
+                    f"{name}  {row.worker_id}  {state}  last beat {age:.0f} s ago  {row.detail}".rstrip()
+                )
                 if state in ("running", "degraded"):
                     live.append(row)
             if not live:

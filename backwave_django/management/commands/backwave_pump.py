@@ -15,13 +15,35 @@ from ...shell.node import Node
 
 
 class Command(BaseCommand):
-    help = "Run the Pumps of the named worker groups in this process until SIGTERM/SIGINT (or, with --burst, until idle)."
+    help = (
+        "Run the Pumps of the named worker groups in this process until SIGTERM/SIGINT "
+        "(or, with --burst, until idle)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--group", action="append", dest="groups", help="Worker group to run (repeatable; default: every group).")
-        parser.add_argument("--burst", action="store_true", help="Exit once nothing runs and nothing is due within --burst-horizon.")
-        parser.add_argument("--burst-horizon", type=float, default=60.0, help="Seconds ahead that --burst still waits for due work (default 60).")
-        parser.add_argument("--grace", type=float, default=None, help="Seconds running jobs may finish at shutdown (default: the group's SHUTDOWN_GRACE).")
+        parser.add_argument(
+            "--group",
+            action="append",
+            dest="groups",
+            help="Worker group to run (repeatable; default: every group).",
+        )
+        parser.add_argument(
+            "--burst",
+            action="store_true",
+            help="Exit once nothing runs and nothing is due within --burst-horizon.",
+        )
+        parser.add_argument(
+            "--burst-horizon",
+            type=float,
+            default=60.0,
+            help="Seconds ahead that --burst still waits for due work (default 60).",
+        )
+        parser.add_argument(
+            "--grace",
+            type=float,
+            default=None,
+            help="Seconds running jobs may finish at shutdown (default: the group's SHUTDOWN_GRACE).",
+        )
         parser.add_argument("--no-hints", action="store_true", help="Poll only; ignore wake-up hints.")
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -18,7 +18,9 @@ class Command(BaseCommand):
     help = "Enqueue demo jobs, run backwave_pump --burst until they are done, and print the result."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--emails", type=int, default=50, help="How many welcome-email jobs (default 50).")
+        parser.add_argument(
+            "--emails", type=int, default=50, help="How many welcome-email jobs (default 50)."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.stdout.write(f"database: {connection.vendor} ({connection.settings_dict['NAME']})")
