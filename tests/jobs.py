@@ -10,7 +10,9 @@ calls: list[tuple[str, int, int]] = []  # (wire name, job id, attempt), appended
 calls_lock = threading.Lock()
 
 
-def record(context: JobContext) -> None:
+def record(context: JobContext | None) -> None:
+    if context is None:  # called directly, not as a job
+        return
     with calls_lock:
         calls.append((context.wire_name, context.job_id, context.attempt))
 

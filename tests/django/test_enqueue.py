@@ -1,0 +1,132 @@
+"""The enqueue API: validation against the signature, JSON encoding, overrides, bulk, transactions."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from decimal import Decimal
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from backwave_django import codec
+from backwave_django.models import Job
+from backwave_django.registry import registry
+
+from .. import jobs
+
+
+def test_enqueue_stores_a_scheduled_job_due_now_and_returns_it(db):
+    before = timezone.now()
+    job = jobs.add.enqueue(a=1, b=2)
+    assert isinstance(job, Job)
+    stored = Job.objects.get(id=job.id)
+    assert (stored.wire_name, stored.queue, stored.state, stored.attempt) == (
+        "tests.add",
+        "default",
+        "scheduled",
+        0,
+    )
+    assert stored.max_attempts == 3
+    assert before <= stored.due_at <= timezone.now()
+    assert codec.decode(stored.payload) == {"a": 1, "b": 2}
+
+
+def test_positional_arguments_are_stored_by_name(db):
+    job = jobs.add.enqueue(4, b=5)
+    assert codec.decode(job.payload) == {"a": 4, "b": 5}
+
+
+def test_rich_types_round_trip_through_the_payload(db):
+    values = {
+        "a": [dt.date(2026, 1, 2), dt.datetime(2026, 1, 2, 3, 4, tzinfo=dt.UTC), uuid.UUID(int=7)],
+        "b": {"price": Decimal("1.10"), "pair": (1, 2)},
+    }
+    job = jobs.add.enqueue(**values)
+    assert registry.get("tests.add").decode(Job.objects.get(id=job.id).payload) == values
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"a": 1, "c": 2}, "unexpected argument.*'c'"),
+        ({"a": 1}, "missing a required argument: 'b'"),
+    ],
+)
+def test_arguments_that_do_not_fit_the_signature_are_refused_and_nothing_is_written(db, kwargs, match):
+    with pytest.raises(TypeError, match=match):
+        jobs.add.enqueue(**kwargs)
+    assert not Job.objects.exists()
+
+
+def test_an_argument_that_cannot_be_encoded_is_refused_naming_it(db):
+    with pytest.raises(codec.PayloadError, match="argument 'b' is a django.contrib.auth.models.User"):
+        from django.contrib.auth.models import User
+
+        jobs.add.enqueue(a=1, b=User(username="x"))
+    with open(__file__) as handle, pytest.raises(codec.PayloadError, match="argument 'a'"):
+        jobs.add.enqueue(a=handle, b=1)
+    assert not Job.objects.exists()
+
+
+def test_using_overrides_queue_start_time_and_ceiling_for_one_call(db):
+    later = timezone.now() + dt.timedelta(hours=1)
+    job = jobs.add.using(queue="critical", run_after=later, max_attempts=9).enqueue(a=1, b=1)
+    assert (job.queue, job.due_at, job.max_attempts) == ("critical", later, 9)
+    delayed = jobs.add.using(run_after=dt.timedelta(minutes=5)).enqueue(a=1, b=1)
+    assert delayed.due_at > timezone.now() + dt.timedelta(minutes=4)
+    assert jobs.add.enqueue(a=1, b=1).queue == "default"  # the original is untouched
+
+
+def test_a_naive_run_after_is_refused(db):
+    with pytest.raises(ValueError, match="naive"):
+        jobs.add.using(run_after=dt.datetime(2030, 1, 1)).enqueue(a=1, b=1)
+    assert not Job.objects.exists()
+
+
+def test_a_payload_over_the_size_limit_is_refused(db, settings):
+    settings.BACKWAVE = {"MAX_PAYLOAD_BYTES": 64}
+    from backwave_django.store import PayloadTooLarge
+
+    with pytest.raises(PayloadTooLarge, match="limit is 64"):
+        jobs.add.enqueue(a="x" * 100, b=1)
+    assert not Job.objects.exists()
+
+
+def test_enqueue_many_writes_every_job_in_one_round_trip(db, django_assert_max_num_queries):
+    with django_assert_max_num_queries(4):  # BEGIN/INSERT/NOTIFY/COMMIT at most
+        created = jobs.add.enqueue_many([{"a": n, "b": n} for n in range(200)])
+    assert len(created) == 200
+    assert [codec.decode(j.payload)["a"] for j in created] == list(range(200))
+    assert Job.objects.count() == 200
+
+
+def test_enqueue_many_refuses_the_whole_batch_when_one_call_is_bad(db):
+    with pytest.raises(TypeError, match="call 1 of enqueue_many"):
+        jobs.add.enqueue_many([{"a": 1, "b": 1}, {"a": 1}])
+    with pytest.raises(codec.PayloadError, match="call 1"):
+        jobs.add.enqueue_many([(1, 1), (1, object())])
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_inside_a_rolled_back_transaction_leaves_no_job():
+    class Abort(Exception):
+        pass
+
+    with pytest.raises(Abort), transaction.atomic():
+        jobs.add.enqueue(a=1, b=2)
+        raise Abort
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_inside_a_committed_transaction_commits_with_the_callers_writes():
+    from django.contrib.auth.models import User
+
+    with transaction.atomic():
+        user = User.objects.create(username="ada")
+        job = jobs.add.enqueue(a=user.id, b=0)
+    assert Job.objects.filter(id=job.id).exists()
+    assert User.objects.filter(id=user.id).exists()
