@@ -61,7 +61,7 @@ def test_arguments_that_do_not_fit_the_signature_are_refused_and_nothing_is_writ
 
 
 def test_an_argument_that_cannot_be_encoded_is_refused_naming_it(db):
-    with pytest.raises(codec.PayloadError, match="argument 'b' is a django.contrib.auth.models.User"):
+    with pytest.raises(codec.PayloadError, match=r"argument 'b' is a django.contrib.auth.models.User"):
         from django.contrib.auth.models import User
 
         jobs.add.enqueue(a=1, b=User(username="x"))

@@ -39,7 +39,7 @@ def test_check_reports_a_job_that_moved_queue(tmp_path):
     path = tmp_path / "manifest.txt"
     call_command("backwave_manifest", path=str(path))
     path.write_text(path.read_text().replace("tests.add  default", "tests.add  critical"))
-    with pytest.raises(CommandError, match="~ tests.add"):
+    with pytest.raises(CommandError, match=r"~ tests\.add"):
         call_command("backwave_manifest", path=str(path), check=True)
 
 
