@@ -48,3 +48,60 @@ def sleep(seconds: float, context: JobContext) -> None:
     record(context)
     if context.wait_cancelled(seconds):
         context.raise_if_cancelled()
+
+
+@job("tests.orm-query")
+def orm_query(n: int, context: JobContext) -> int:
+    """Runs real ORM queries in the Attempt's own connection."""
+    from django.contrib.auth.models import User
+
+    record(context)
+    return User.objects.filter(id__gte=n).count() + User.objects.count()
+
+
+@job("tests.raise-mid-transaction")
+def raise_mid_transaction(context: JobContext) -> None:
+    """Opens a transaction by hand, writes, and raises without finishing it."""
+    from django.contrib.auth.models import Group
+    from django.db import transaction
+
+    record(context)
+    transaction.set_autocommit(False)
+    Group.objects.create(name=f"left-open-{context.job_id}-{context.attempt}")
+    raise RuntimeError("raised with a transaction open")
+
+
+disposed: list[tuple[str, int]] = []  # (what, job id) for the scope tests
+
+
+class Resource:
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+
+    def close(self) -> None:
+        disposed.append(("resource", self.job_id))
+
+
+@job("tests.scoped-function")
+def scoped_function(fail: bool, context: JobContext) -> None:
+    record(context)
+    context.scope.callback(disposed.append, ("callback", context.job_id))
+    first = context.scope.resource(lambda: Resource(context.job_id))
+    assert context.scope.resource(lambda: Resource(-1)) is not first or True
+    if fail:
+        raise RuntimeError("failing after registering clean-ups")
+
+
+@job("tests.scoped-class")
+class ScopedClass:
+    """A class job: one instance per Attempt, closed when the Attempt ends."""
+
+    def __init__(self, context: JobContext) -> None:
+        self.context = context
+
+    def run(self, value: int) -> int:
+        record(self.context)
+        return value * 2
+
+    def close(self) -> None:
+        disposed.append(("instance", self.context.job_id))

@@ -4,6 +4,7 @@ DATABASE_URL picks the database: unset means a SQLite file beside this project (
 ``postgres://postgres@127.0.0.1:5432/test`` runs against PostgreSQL.
 """
 
+import json
 from pathlib import Path
 
 import environ
@@ -27,6 +28,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "backwave_django",
     "demo",
+    *env.list("EXTRA_APPS", default=[]),  # e.g. "tests" for subprocess workers started by the test suite
 ]
 
 MIDDLEWARE = [
@@ -71,6 +73,9 @@ BACKWAVE = {
     },
     "MANIFEST_PATH": str(BASE_DIR / "backwave_manifest.txt"),
 }
+# Tests and the torture run start worker processes with other settings: BACKWAVE_JSON replaces the dict.
+if env.str("BACKWAVE_JSON", default=""):
+    BACKWAVE = {**json.loads(env.str("BACKWAVE_JSON")), "MANIFEST_PATH": BACKWAVE["MANIFEST_PATH"]}
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,173 @@
+"""The threaded Pump on the real database (SQLite and PostgreSQL): draining, hints, faults, shutdown."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+from django.db import OperationalError
+from django.utils import timezone
+
+from backwave_django.models import Job, Lease, Outcome, PumpStatus
+from backwave_django.store.django import DjangoStore
+
+from .. import jobs
+from .helpers import group, running, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def states() -> Counter[str]:
+    return Counter(Job.objects.values_list("state", flat=True))
+
+
+def test_several_pumps_and_groups_drain_every_job_exactly_once(settings):
+    groups = {
+        "first": group(PUMPS=3, POOL_SIZE=4, MAX_CLAIM_BATCH=3),
+        "second": group(QUEUES=["other"], PUMPS=2, POOL_SIZE=5),
+    }
+    with running(settings, groups) as node:
+        jobs.noop.enqueue_many([{}] * 300)
+        jobs.noop.using(queue="other").enqueue_many([{}] * 200)
+        wait_until(lambda: states() == {"succeeded": 500}, timeout=60)
+        assert len(node.pumps) == 5
+    assert set(Job.objects.values_list("attempt", flat=True)) == {1}
+    per_job = Counter(Outcome.objects.values_list("job_id", flat=True))
+    assert len(per_job) == 500 and set(per_job.values()) == {1}
+    workers = set(Outcome.objects.values_list("worker", flat=True))
+    assert len(workers) >= 2  # the work was shared, with no coordination beyond the row locks
+
+
+def test_a_hint_wakes_an_idle_pump_long_before_its_poll_interval(settings):
+    with running(settings, {"g": group(POLL_INTERVAL=30)}):
+        time.sleep(0.3)  # the first poll has come and gone; the next tick is 30 s away
+        job = jobs.noop.enqueue()
+        wait_until(lambda: Job.objects.get(id=job.id).state == "succeeded", timeout=5)
+
+
+def test_without_hints_an_idle_pump_waits_for_its_poll_tick(settings):
+    with running(settings, {"g": group(POLL_INTERVAL=1.5)}, hints=False):
+        time.sleep(0.3)
+        job = jobs.noop.enqueue()
+        time.sleep(0.5)
+        assert Job.objects.get(id=job.id).state == "scheduled"
+        wait_until(lambda: Job.objects.get(id=job.id).state == "succeeded", timeout=5)
+
+
+def test_unroutable_rows_are_quarantined_and_the_pump_keeps_running(settings):
+    now = timezone.now()
+    unknown = Job.objects.create(wire_name="tests.never-registered", due_at=now, created_at=now)
+    undecodable = Job.objects.create(wire_name="tests.add", payload="{not json", due_at=now, created_at=now)
+    misfit = Job.objects.create(wire_name="tests.add", payload='{"a": 1}', due_at=now, created_at=now)
+    with running(settings, {"g": group()}) as node:
+        ok = jobs.add.enqueue(a=1, b=2)
+        wait_until(lambda: Job.objects.filter(state__in=["quarantined", "succeeded"]).count() == 4)
+        assert node.pumps[0].health == "running"
+    for job, reason in [
+        (unknown, "no job is registered"),
+        (undecodable, "not valid JSON"),
+        (misfit, "does not fit"),
+    ]:
+        job.refresh_from_db()
+        assert job.state == "quarantined" and reason in job.terminal_cause
+        assert job.attempt == 1
+    assert Job.objects.get(id=ok.id).state == "succeeded"
+
+
+def test_failures_retry_with_backoff_then_dead_letter_at_the_ceiling(settings):
+    with running(settings, {"g": group()}):
+        flaky = jobs.fail_until.enqueue(succeed_on=3)
+        doomed = jobs.always_fails.enqueue()
+        wait_until(lambda: states() == {"succeeded": 1, "dead_lettered": 1}, timeout=20)
+    flaky.refresh_from_db()
+    doomed.refresh_from_db()
+    assert (flaky.attempt, doomed.attempt) == (3, 2)
+    assert doomed.terminal_cause == "ValueError: always"
+    detail = Outcome.objects.filter(job=doomed).last().detail
+    assert "Traceback" in detail and "ValueError: always" in detail
+
+
+def test_graceful_shutdown_lets_short_jobs_finish(settings):
+    with running(settings, {"g": group(POOL_SIZE=4)}, grace=10):
+        jobs.sleep.using(queue="default").enqueue_many([{"seconds": 0.5}] * 3)
+        wait_until(lambda: Lease.objects.count() == 3)
+    assert states() == {"succeeded": 3}
+
+
+def test_graceful_shutdown_releases_what_outlives_the_grace_period_without_charging_an_attempt(settings):
+    with running(settings, {"g": group(POOL_SIZE=4)}, grace=0.3):
+        jobs.sleep.using(queue="default").enqueue_many([{"seconds": 60}] * 2)
+        wait_until(lambda: Lease.objects.count() == 2)
+    assert states() == {"scheduled": 2}
+    assert set(Job.objects.values_list("attempt", flat=True)) == {0}
+    assert not Lease.objects.exists()
+    assert Counter(Outcome.objects.values_list("kind", flat=True)) == {"released": 2}
+    assert all(due <= timezone.now() for due in Job.objects.values_list("due_at", flat=True))
+
+
+def test_a_halted_pump_leaves_its_siblings_running(settings, monkeypatch):
+    original = DjangoStore.claim
+
+    def broken_claim(self, **kwargs):
+        if self.__dict__.get("broken"):
+            raise RuntimeError("an invariant broke")
+        return original(self, **kwargs)
+
+    monkeypatch.setattr(DjangoStore, "claim", broken_claim)
+    settings.BACKWAVE = {"GROUPS": {"g": group(PUMPS=2)}}
+    from backwave_django.shell.node import Node
+
+    node = Node(["g"], reconnect_delay=0.2)
+    node.pumps[0].store.broken = True
+    node.start()
+    try:
+        wait_until(lambda: node.pumps[0].health == "halted")
+        jobs.noop.enqueue_many([{}] * 40)
+        wait_until(lambda: states() == {"succeeded": 40})
+        assert node.pumps[1].health == "running"
+        assert [h.state for h in node.health()] == ["partially halted"]
+        row = PumpStatus.objects.get(worker_id=node.pumps[0].worker_id)
+        assert row.health == "halted" and "invariant broke" in row.detail
+    finally:
+        node.stop(1)
+
+
+def test_a_transient_fault_degrades_the_pump_which_then_recovers(settings, monkeypatch):
+    faults = {"left": 3}
+    original = DjangoStore.claim
+
+    def flaky_claim(self, **kwargs):
+        if faults["left"]:
+            faults["left"] -= 1
+            raise OperationalError("server closed the connection unexpectedly")
+        return original(self, **kwargs)
+
+    monkeypatch.setattr(DjangoStore, "claim", flaky_claim)
+    seen = []
+    with running(settings, {"g": group()}) as node:
+        pump = node.pumps[0]
+        wait_until(lambda: seen.append(pump.health) or faults["left"] == 0)
+        jobs.noop.enqueue_many([{}] * 10)
+        wait_until(lambda: states() == {"succeeded": 10})
+        assert pump.health == "running"
+    assert "degraded" in seen
+
+
+def test_an_operator_cancel_reaches_a_running_handler_at_its_next_heartbeat(settings):
+    with running(settings, {"g": group(LEASE_DURATION=3, HEARTBEAT_INTERVAL=0.1)}):
+        job = jobs.sleep.using(queue="default").enqueue(seconds=60)
+        wait_until(lambda: Lease.objects.filter(job_id=job.id).exists())
+        assert DjangoStore().cancel(job.id, actor="tests", now=timezone.now()) == "requested"
+        wait_until(lambda: Job.objects.get(id=job.id).state == "cancelled", timeout=10)
+    assert Outcome.objects.get(job=job).kind == "cancelled"
+
+
+def test_a_pump_that_lost_a_lease_abandons_the_execution_and_drops_its_result(settings):
+    with running(settings, {"g": group(LEASE_DURATION=3, HEARTBEAT_INTERVAL=0.1)}) as node:
+        job = jobs.sleep.using(queue="default").enqueue(seconds=60)
+        wait_until(lambda: Lease.objects.filter(job_id=job.id).exists())
+        Lease.objects.filter(job_id=job.id).update(owner="someone-else")  # as if a sweeper re-leased it
+        wait_until(lambda: not node.pumps[0].busy, timeout=10)
+    assert Job.objects.get(id=job.id).state == "leased"  # still the other owner's
+    assert not Outcome.objects.filter(job=job).exists()
