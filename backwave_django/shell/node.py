@@ -99,12 +99,14 @@ class Node:
         return found
 
     def idle(self, horizon: float) -> bool:
-        """Nothing running or buffered, and no job due within ``horizon`` seconds (for --burst)."""
+        """Nothing running or buffered, and no job due within ``horizon`` seconds (for --burst). A lease that
+        lapses within the horizon counts as due: its job will run again (a crashed worker's, say)."""
         if any(p.busy for p in self.pumps if p.alive):
             return False
         now = timezone.now()
-        due = self.store.next_due(self.queues, now=now)
-        idle = due is None or (due - now).total_seconds() > horizon
+        times = [self.store.next_due(self.queues, now=now), self.store.next_lease_expiry(self.queues)]
+        upcoming = [t for t in times if t is not None]
+        idle = not upcoming or (min(upcoming) - now).total_seconds() > horizon
         connections[self.store.using].close()
         return idle
 

@@ -1,0 +1,74 @@
+"""kill -9 in the middle of long jobs: another worker process finishes them once the leases lapse."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from backwave_django.models import Job, Lease, Outcome
+
+from .. import jobs
+from .helpers import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def worker_env() -> dict[str, str]:
+    """Environment for a ``backwave_pump`` process that uses this test's database and the tests' jobs."""
+    db = connection.settings_dict
+    if connection.vendor == "postgresql":
+        url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    else:
+        url = f"sqlite:///{db['NAME']}"
+    settings = {
+        "GROUPS": {
+            "default": {
+                "QUEUES": ["default"],
+                "POOL_SIZE": 4,
+                "POLL_INTERVAL": 0.1,
+                "LEASE_DURATION": 2,
+                "MAINTENANCE_INTERVAL": 0.2,
+            }
+        }
+    }
+    return {**os.environ, "DATABASE_URL": url, "EXTRA_APPS": "tests", "BACKWAVE_JSON": json.dumps(settings)}
+
+
+def start_worker(*extra: str) -> subprocess.Popen[str]:
+    command = [sys.executable, str(ROOT / "testproject" / "manage.py"), "backwave_pump", *extra]
+    return subprocess.Popen(
+        command, cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def test_jobs_of_a_killed_worker_are_finished_by_another_after_their_leases_lapse():
+    created = jobs.sleep.using(queue="default").enqueue_many([{"seconds": 1.0}] * 4)
+    first = start_worker()
+    try:
+        wait_until(lambda: Lease.objects.count() == 4, timeout=30)
+        owners = set(Lease.objects.values_list("owner", flat=True))
+        first.send_signal(signal.SIGKILL)
+    finally:
+        first.kill()
+        first.communicate(timeout=10)  # reaps it and closes its pipe
+    connection.close()
+    second = start_worker("--burst", "--burst-horizon", "10")
+    output, _ = second.communicate(timeout=60)
+    assert second.returncode == 0, output
+    assert Counter(Job.objects.values_list("state", flat=True)) == {"succeeded": 4}, output
+    for job in created:
+        trail = list(
+            Outcome.objects.filter(job_id=job.id).order_by("attempt").values_list("attempt", "kind", "worker")
+        )
+        assert [(a, k) for a, k, _ in trail] == [(1, "expired"), (2, "succeeded")]
+        assert trail[0][2] in owners and trail[1][2] not in owners
+        assert Job.objects.get(id=job.id).attempt == 2
