@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import threading
 import time
 
@@ -121,3 +124,24 @@ def test_connections_stay_bounded_by_the_pool_and_none_is_left_idle_in_transacti
     after = samples[-5:]
     assert all(idle == 0 for _, idle in after)
     assert Job.objects.filter(state="succeeded").count() == 2000
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("BACKWAVE_TEST_PG_RESTART") != "1" or not shutil.which("pg_ctlcluster"),
+    reason="restarts the PostgreSQL server: opt in with BACKWAVE_TEST_PG_RESTART=1 (scripts/test does)",
+)
+def test_a_running_pump_survives_a_real_server_restart(settings):
+    version = subprocess.run(
+        ["pg_lsclusters", "-h"], capture_output=True, text=True, check=True
+    ).stdout.split()[0]
+    with running(settings, {"g": group(POOL_SIZE=4, LEASE_DURATION=3)}) as node:
+        jobs.sleep.using(queue="default").enqueue_many([{"seconds": 0.01}] * 200)
+        connection.close()
+        subprocess.run(
+            ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart", "-m", "fast"],
+            check=True,
+            timeout=60,
+        )
+        wait_until(lambda: not Job.objects.exclude(state="succeeded").exists(), timeout=90, interval=0.5)
+        wait_until(lambda: node.pumps[0].health == "running", timeout=10)
