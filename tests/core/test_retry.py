@@ -1,0 +1,96 @@
+"""The retry policy: exponential backoff with a cap, and the attempt ceiling."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from backwave_django.core.retry import RetryPolicy
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_the_default_backoff_doubles_from_2_seconds_up_to_the_300_second_cap():
+    waits = [RetryPolicy().backoff(attempt).total_seconds() for attempt in range(1, 12)]
+    assert waits == [2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]
+
+
+def test_the_default_policy_waits_about_thirteen_and_a_half_minutes_over_nine_retries():
+    total = sum((RetryPolicy().backoff(attempt) for attempt in range(1, 10)), timedelta())
+    assert total == timedelta(minutes=13, seconds=30)
+
+
+@pytest.mark.parametrize("attempt", [0, -1])
+def test_an_attempt_below_one_waits_one_second(attempt):
+    assert RetryPolicy().backoff(attempt) == timedelta(seconds=1)
+
+
+def test_a_huge_attempt_number_stays_at_the_cap_without_overflowing():
+    assert RetryPolicy().backoff(10**6) == timedelta(seconds=300)
+    assert RetryPolicy(backoff_cap=10**9).backoff(10**6) == timedelta(seconds=10**9)  # 2.0 ** 10**6 overflows
+
+
+def test_base_and_cap_are_configurable():
+    policy = RetryPolicy(backoff_base=3, backoff_cap=60)
+    assert [policy.backoff(a).total_seconds() for a in range(1, 5)] == [3, 9, 27, 60]
+
+
+def test_a_base_of_one_retries_at_a_fixed_interval():
+    policy = RetryPolicy(backoff_base=1)
+    assert {policy.backoff(a) for a in range(1, 20)} == {timedelta(seconds=1)}
+
+
+def test_a_zero_cap_retries_at_once():
+    assert RetryPolicy(backoff_cap=0).next_attempt_at(3, 10, NOW) == NOW
+
+
+@pytest.mark.parametrize(("attempt", "wait"), [(1, 2), (2, 4), (5, 32), (9, 300)])
+def test_a_failure_below_the_ceiling_runs_again_after_its_backoff(attempt, wait):
+    assert RetryPolicy().next_attempt_at(attempt, 10, NOW) == NOW + timedelta(seconds=wait)
+
+
+@pytest.mark.parametrize("attempt", [10, 11, 50])
+def test_a_failure_at_or_past_the_ceiling_dead_letters(attempt):
+    assert RetryPolicy().next_attempt_at(attempt, 10, NOW) is None
+
+
+def test_the_ceiling_is_the_one_passed_in_not_the_policy_default():
+    policy = RetryPolicy(max_attempts=10)
+    assert policy.next_attempt_at(3, 3, NOW) is None
+    assert policy.next_attempt_at(10, 12, NOW) == NOW + timedelta(seconds=300)
+
+
+def test_a_single_attempt_job_never_retries():
+    assert RetryPolicy().next_attempt_at(1, 1, NOW) is None
+
+
+def test_the_retry_time_follows_now_and_keeps_its_zone():
+    later = NOW + timedelta(days=400)
+    assert RetryPolicy().next_attempt_at(1, 10, later) == later + timedelta(seconds=2)
+    assert RetryPolicy().next_attempt_at(1, 10, later).tzinfo is UTC
+
+
+def test_the_default_ceiling_is_ten_attempts():
+    assert RetryPolicy().max_attempts == 10
+
+
+@pytest.mark.parametrize(
+    ("dials", "message"),
+    [
+        pytest.param({"max_attempts": 0}, "max_attempts must be at least 1, got 0", id="no attempts"),
+        pytest.param({"max_attempts": -5}, "max_attempts must be at least 1, got -5", id="negative attempts"),
+        pytest.param({"backoff_base": 0.5}, "backoff_base must be >= 1", id="shrinking base"),
+        pytest.param({"backoff_cap": -1}, "backoff_cap >= 0", id="negative cap"),
+    ],
+)
+def test_a_bad_policy_is_rejected(dials, message):
+    with pytest.raises(ValueError, match=message):
+        RetryPolicy(**dials)
+
+
+def test_a_policy_is_a_frozen_value():
+    policy = RetryPolicy()
+    assert policy == RetryPolicy(max_attempts=10, backoff_base=2.0, backoff_cap=300.0)
+    with pytest.raises(AttributeError):
+        policy.max_attempts = 3  # type: ignore[misc]
