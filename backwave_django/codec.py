@@ -89,9 +89,13 @@ def _decode_hook(obj: dict[str, Any]) -> Any:
     tag = obj.get(TAG)
     if tag is None:
         return obj
-    decoder = _DECODERS.get(tag)
-    if decoder is None or set(obj) != {TAG, "v"}:
+    decoder = _DECODERS.get(tag) if isinstance(tag, str) else None
+    if decoder is None:
         raise PayloadDecodeError(f"unknown payload tag {tag!r}")
+    if set(obj) != {TAG, "v"}:
+        raise PayloadDecodeError(
+            f"a tagged {tag} value has keys {sorted(obj)}; expected exactly {TAG!r} and 'v'"
+        )
     try:
         return decoder(obj["v"])
     except (TypeError, ValueError, IndexError, decimal.InvalidOperation) as exc:

@@ -48,8 +48,9 @@ class NodeDriver:
         self.cancel_signalled: set[int] = set()
         self.last_maintenance: datetime | None = None
         self.expiring = False
-        self.releasing = False
-        self.draining = False
+        self.releases_in_flight = 0
+        self.draining = False  # shutdown requested: claim nothing more
+        self.grace_over = False  # shutdown grace expired: run nothing more
         self.stopped = False
 
     # -- what the Shell may ask --------------------------------------------------------------------
@@ -98,7 +99,7 @@ class NodeDriver:
             case ev.GraceExpired():
                 return self._on_grace_expired()
             case ev.LeasesReleased():
-                self.releasing = False
+                self.releases_in_flight -= 1
                 return self._stop_if_idle()
         raise TypeError(f"the Node Driver got an unknown event: {event!r}")
 
@@ -125,7 +126,10 @@ class NodeDriver:
     def _on_claim_completed(self, event: ev.ClaimCompleted) -> list[cmd.Command]:
         if not self.reservations:
             raise AssertionError("a ClaimCompleted arrived with no claim in flight")
-        self.reservations.popleft()
+        reserved = self.reservations.popleft()
+        if self.grace_over and event.jobs:  # landed after the grace period: give them straight back
+            self.releases_in_flight += 1
+            return [cmd.ReleaseLeases(job_ids=tuple(job.id for job in event.jobs))]
         commands: list[cmd.Command] = []
         for job in event.jobs:
             if job.id in self.executing:
@@ -141,6 +145,8 @@ class NodeDriver:
                 commands.append(self._issue(PlannedClaim(queues=planned.queues, max_jobs=take)))
             else:
                 self.pending_claims.clear()
+        elif len(event.jobs) >= reserved and self.available > 0:
+            commands.append(cmd.RequestPoll())  # a full batch: more is likely waiting, fill the pool
         return commands + self._stop_if_idle()
 
     # -- outcomes ----------------------------------------------------------------------------------
@@ -198,6 +204,8 @@ class NodeDriver:
             elif result.cancel_requested and result.job_id not in self.cancel_signalled:
                 self.cancel_signalled.add(result.job_id)
                 commands.append(cmd.SignalCancellation(job_id=result.job_id))
+        if not self.executing:
+            commands += self._flush()  # the drain-tail rule: nothing else will come to fill the batch
         return commands + self._stop_if_idle()
 
     # -- maintenance -------------------------------------------------------------------------------
@@ -226,20 +234,24 @@ class NodeDriver:
     # -- shutdown ----------------------------------------------------------------------------------
 
     def _on_grace_expired(self) -> list[cmd.Command]:
-        self.draining = True
+        self.draining = self.grace_over = True
         commands = self._flush()
         if self.executing:
             ids = tuple(self.executing)
             self.executing.clear()
             self.cancel_signalled.clear()
-            self.releasing = True
+            self.releases_in_flight += 1
             commands.append(cmd.ReleaseLeases(job_ids=ids))
             commands.extend(cmd.AbandonExecution(job_id=job_id) for job_id in ids)
         return commands + self._stop_if_idle()
 
     def _stop_if_idle(self) -> list[cmd.Command]:
         idle = not (
-            self.executing or self.buffer or self.reports_in_flight or self.reservations or self.releasing
+            self.executing
+            or self.buffer
+            or self.reports_in_flight
+            or self.reservations
+            or self.releases_in_flight
         )
         if self.draining and idle:
             self.stopped = True

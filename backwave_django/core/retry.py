@@ -6,6 +6,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 
+MAX_BACKOFF_SECONDS = 30 * 24 * 3600  # thirty days: longer is a schedule, not a retry
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
     """Exponential backoff: attempt ``n`` that failed waits ``min(base ** n, cap)`` seconds.
@@ -21,8 +24,10 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts}")
-        if self.backoff_base < 1 or self.backoff_cap < 0:
-            raise ValueError("backoff_base must be >= 1 and backoff_cap >= 0")
+        if self.backoff_base < 1 or not 0 <= self.backoff_cap <= MAX_BACKOFF_SECONDS:
+            raise ValueError(
+                f"backoff_base must be >= 1 and backoff_cap between 0 and {MAX_BACKOFF_SECONDS} s"
+            )
 
     def backoff(self, failed_attempt: int) -> timedelta:
         """How long to wait after Attempt number ``failed_attempt`` (1-based) failed."""

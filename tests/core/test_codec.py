@@ -161,11 +161,6 @@ def test_a_payload_that_no_longer_decodes_raises_a_decode_error(text, message):
         decode(text)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="known bug in codec._decode_hook: an unhashable tag escapes as a bare TypeError",
-)
 @pytest.mark.parametrize("tag", ['["date"]', "{}"])
 def test_an_unhashable_tag_is_a_decode_error(tag):
     with pytest.raises(PayloadDecodeError):

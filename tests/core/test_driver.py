@@ -846,10 +846,6 @@ def test_shutdown_drains_then_stops(policy, dials, script):
     run(make_driver(policy, **dials), script)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: jobs from a claim that lands after GraceExpired are started, with no grace limit left",
-)
 def test_jobs_claimed_after_the_grace_period_are_not_started():
     driver = make_driver()
     run(driver, [(poll(), [claim(3)]), (shutdown(), []), (grace_over(), [])])
