@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-
 MAX_BACKOFF_SECONDS = 30 * 24 * 3600  # thirty days: longer is a schedule, not a retry
 
 
