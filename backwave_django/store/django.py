@@ -196,8 +196,8 @@ class DjangoStore:
             return ReportResult(applied=frozenset(), stale=frozenset())
         details = details or {}
         with self._write():
-            held = self._fence(worker_id, {r.job_id: r.attempt for r in reports}, now)
-            applied = [r for r in reports if r.job_id in held]
+            held = self._fence(worker_id, {(r.job_id, r.attempt) for r in reports}, now)
+            applied = _first_report_per_lease(reports, held)
             cancel_flags = self._cancel_flags([r.job_id for r in applied])
             changes = [
                 _Change.for_report(
@@ -207,15 +207,19 @@ class DjangoStore:
             ]
             self._apply(changes, now)
         ids = {r.job_id for r in reports}
-        return ReportResult(applied=frozenset(held), stale=frozenset(ids - held))
+        return ReportResult(applied=frozenset(held), stale=frozenset(ids - held.keys()))
 
-    def _fence(self, worker_id: str, attempts: Mapping[int, int], now: datetime) -> set[int]:
-        """Delete and return the leases this worker still holds, live at ``now``, for these Attempts."""
-        leases = Lease.objects.using(self.using).filter(job_id__in=list(attempts), owner=worker_id)
+    def _fence(self, worker_id: str, attempts: set[tuple[int, int]], now: datetime) -> dict[int, int]:
+        """Delete the leases this worker still holds, live at ``now``, for these (job, Attempt) pairs.
+
+        Returns the attempt of each lease deleted, by job id.
+        """
+        job_ids = list({job_id for job_id, _ in attempts})
+        leases = Lease.objects.using(self.using).filter(job_id__in=job_ids, owner=worker_id)
         live = leases.filter(expires_at__gt=now).select_for_update().values_list("job_id", "attempt")
-        held = {job_id for job_id, attempt in live if attempts[job_id] == attempt}
+        held = {job_id: attempt for job_id, attempt in live if (job_id, attempt) in attempts}
         if held:
-            Lease.objects.using(self.using).filter(job_id__in=held).delete()
+            Lease.objects.using(self.using).filter(job_id__in=list(held)).delete()
         return held
 
     def _cancel_flags(self, ids: Sequence[int]) -> dict[int, bool]:
@@ -290,7 +294,9 @@ class DjangoStore:
         if not job_ids:
             return 0
         with self._write():
-            held = Lease.objects.using(self.using).filter(job_id__in=list(job_ids), owner=worker_id)
+            held = Lease.objects.using(self.using).filter(
+                job_id__in=list(job_ids), owner=worker_id, expires_at__gt=now
+            )  # a lapsed lease is the sweep's: its Attempt counts
             leases = list(held.select_for_update().values_list("job_id", "attempt"))
             if not leases:
                 return 0
@@ -405,7 +411,7 @@ class DjangoStore:
         active = set(queues) - set(paused.values_list("queue", flat=True))
         scheduled = Job.objects.using(self.using).filter(state=State.SCHEDULED, queue__in=active)
         first = scheduled.order_by("due_at").values_list("due_at", flat=True).first()
-        return None if first is None else min(first, now)
+        return None if first is None else max(first, now)  # due work already waiting: now
 
     def count_live(self, queues: Sequence[str]) -> int:
         return Job.objects.using(self.using).live().filter(queue__in=list(queues)).count()
@@ -424,6 +430,15 @@ def _check_bounds(new: NewJob, max_payload_bytes: int) -> None:
         )
     if new.max_attempts < 1:
         raise StoreError(f"max_attempts must be at least 1, got {new.max_attempts}")
+
+
+def _first_report_per_lease(reports: Sequence[OutcomeReport], held: Mapping[int, int]) -> list[OutcomeReport]:
+    """The reports that passed the fence; a job listed twice applies once, by its first matching row."""
+    applied: dict[int, OutcomeReport] = {}
+    for r in reports:
+        if held.get(r.job_id) == r.attempt:
+            applied.setdefault(r.job_id, r)
+    return list(applied.values())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

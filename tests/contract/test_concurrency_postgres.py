@@ -1,0 +1,262 @@
+"""Races on PostgreSQL with real separate connections: one thread, one connection (Django's are per thread).
+
+Every thread closes its connection when it ends, so the test database can be flushed afterwards. The clock is
+still an input: all threads pass the same virtual ``now``, so only the interleaving is left to chance.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from backwave_django.core.records import ClaimedJob, OutcomeKind, OutcomeReport
+from backwave_django.core.states import State
+from backwave_django.models import Job, Lease, Outcome
+from backwave_django.store.django import DjangoStore
+
+from ..conftest import LEASE, T0
+from .support import MAX_PAYLOAD, RETRY, new_job
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+LONG_LEASE = timedelta(hours=1)  # no lease lapses by accident while the threads run
+TIMEOUT = 60.0  # seconds; a hung thread fails the test instead of hanging the suite
+
+
+def run_threads(targets: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    """Run each target in its own thread (and connection); return their results, re-raising any failure."""
+    results: dict[str, Any] = {}
+    errors: list[BaseException] = []
+
+    def run(name: str, target: Callable[[], Any]) -> None:
+        try:
+            results[name] = target()
+        except BaseException as exc:  # surfaced in the test's own thread below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(n, t), name=n) for n, t in targets.items()]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + TIMEOUT
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    assert not [t.name for t in threads if t.is_alive()], "threads still running after the timeout"
+    if errors:
+        raise errors[0]
+    return results
+
+
+def bulk_enqueue(store: DjangoStore, count: int, *, queue: str = "default") -> list[int]:
+    jobs = store.enqueue([new_job(queue=queue) for _ in range(count)], now=T0, max_payload_bytes=MAX_PAYLOAD)
+    return [j.id for j in jobs]
+
+
+def successes(batch: list[ClaimedJob]) -> list[OutcomeReport]:
+    return [OutcomeReport(job_id=c.id, attempt=c.attempt, kind=OutcomeKind.SUCCEEDED) for c in batch]
+
+
+def test_concurrent_claimers_drain_thousands_of_jobs_each_exactly_once(store, postgres):
+    ids = bulk_enqueue(store, 4000)
+
+    def drain(worker: str) -> list[int]:
+        mine: list[int] = []
+        while batch := store.claim(
+            worker_id=worker, queues=["default"], max_jobs=8, lease_duration=LONG_LEASE, now=T0
+        ):
+            result = store.report(worker_id=worker, reports=successes(batch), now=T0)
+            assert (result.applied, result.stale) == ({c.id for c in batch}, frozenset())
+            mine += [c.id for c in batch]
+        return mine
+
+    results = run_threads(
+        {f"host:{n}:g:claimer": (lambda n=n: drain(f"host:{n}:g:claimer")) for n in range(5)}
+    )
+
+    claimed = [job_id for mine in results.values() for job_id in mine]
+    assert len(claimed) == len(set(claimed)), "a job was claimed twice"
+    assert sorted(claimed) == ids, "a job was missed"
+    assert sum(1 for mine in results.values() if mine) >= 2, (
+        "only one claimer ever got work: no race happened"
+    )
+    assert Job.objects.filter(state=State.SUCCEEDED, attempt=1).count() == len(ids)
+    assert Outcome.objects.count() == len(ids)
+    assert not Lease.objects.exists()
+
+
+def test_a_concurrency_limit_is_never_exceeded_while_claimers_race(store, postgres):
+    limit, queue = 3, "limited"
+    bulk_enqueue(store, 240, queue=queue)
+    bulk_enqueue(store, 60, queue="free")  # claimers also fall through to an unlimited queue
+    store.set_concurrency_limit(queue, limit, actor="ops", now=T0)
+    samples: list[tuple[int, int]] = []
+
+    def claim_and_finish(worker: str) -> int:
+        rng, finished = random.Random(worker), 0
+        while True:
+            batch = store.claim(
+                worker_id=worker, queues=[queue, "free"], max_jobs=2, lease_duration=LONG_LEASE, now=T0
+            )
+            if not batch:
+                if not Job.objects.filter(queue__in=[queue, "free"]).exclude(state=State.SUCCEEDED).exists():
+                    return finished
+                time.sleep(0.001)
+                continue
+            ours = [c for c in batch if c.queue == queue]
+            assert len(ours) <= limit
+            # the claimer's own view right after its claim: it holds what it got, and the cap holds
+            held = set(Lease.objects.filter(owner=worker).values_list("job_id", "attempt"))
+            assert {(c.id, c.attempt) for c in batch} <= held
+            assert Lease.objects.filter(queue=queue).count() <= limit
+            time.sleep(rng.uniform(0, 0.003))  # the handler runs while the slot is held
+            result = store.report(worker_id=worker, reports=successes(batch), now=T0)
+            assert result.applied == {c.id for c in batch}
+            finished += len(ours)
+
+    claimers, ended, all_ended, lock = 6, set[str](), threading.Event(), threading.Lock()
+
+    def claimer(worker: str) -> Callable[[], int]:
+        def run() -> int:
+            try:
+                return claim_and_finish(worker)
+            finally:
+                with lock:
+                    ended.add(worker)
+                    if len(ended) == claimers:
+                        all_ended.set()
+
+        return run
+
+    def sample_until_claimers_end() -> None:
+        while not all_ended.is_set():
+            leases = Lease.objects.filter(queue=queue).count()
+            leased = Job.objects.filter(queue=queue, state=State.LEASED).count()
+            samples.append((leases, leased))
+
+    results = run_threads(
+        {"sampler": sample_until_claimers_end, **{f"c{n}": claimer(f"host:{n}:g:c") for n in range(claimers)}}
+    )
+    results.pop("sampler")
+
+    assert sum(results.values()) == 240
+    assert len(samples) > 50, "the sampler barely ran"
+    assert max(leases for leases, _ in samples) <= limit
+    assert max(leased for _, leased in samples) <= limit
+    assert max(leases for leases, _ in samples) == limit, "the race never reached the limit"
+    assert Job.objects.filter(state=State.SUCCEEDED).count() == 300
+
+
+def test_concurrent_expiry_sweepers_dispose_each_lapsed_lease_exactly_once(store, postgres):
+    ids = bulk_enqueue(store, 2000)
+    assert (
+        len(
+            store.claim(
+                worker_id="host:0:g:dead", queues=["default"], max_jobs=2000, lease_duration=LEASE, now=T0
+            )
+        )
+        == 2000
+    )
+    lapsed = T0 + LEASE
+
+    def sweep() -> int:
+        disposed = 0
+        while count := store.expire_leases(queues=["default"], max_jobs=25, retry=RETRY, now=lapsed):
+            disposed += count
+        return disposed
+
+    counts = run_threads({f"sweeper-{n}": sweep for n in range(4)})
+
+    assert sum(counts.values()) == len(ids)
+    assert sum(1 for c in counts.values() if c) >= 2, "only one sweeper ever found work: no race happened"
+    assert store.expire_leases(queues=["default"], max_jobs=100, retry=RETRY, now=lapsed) == 0
+    per_job = Counter(Outcome.objects.filter(kind=OutcomeKind.EXPIRED).values_list("job_id", flat=True))
+    assert sorted(per_job) == ids
+    assert set(per_job.values()) == {1}
+    assert not Lease.objects.exists()
+    assert (
+        Job.objects.filter(state=State.SCHEDULED, attempt=1, due_at=lapsed + RETRY.backoff(1)).count() == 2000
+    )
+
+
+def test_racing_reports_and_sweeps_end_each_attempt_exactly_once(store, postgres):
+    """A reporter whose clock says its leases are live races sweepers whose clock says they lapsed."""
+    ids = bulk_enqueue(store, 1200)
+    worker = "host:0:g:slow"
+    claimed = store.claim(worker_id=worker, queues=["default"], max_jobs=1200, lease_duration=LEASE, now=T0)
+    random.Random(7).shuffle(claimed)
+    applied: list[int] = []
+
+    def report_all() -> None:
+        for start in range(0, len(claimed), 10):
+            batch = claimed[start : start + 10]
+            result = store.report(worker_id=worker, reports=successes(batch), now=T0 + timedelta(seconds=30))
+            applied.extend(result.applied)
+
+    def sweep() -> int:
+        disposed = 0
+        while count := store.expire_leases(queues=["default"], max_jobs=10, retry=RETRY, now=T0 + LEASE):
+            disposed += count
+        return disposed
+
+    results = run_threads({"reporter": report_all, **{f"sweeper-{n}": sweep for n in range(3)}})
+
+    swept = sum(v for k, v in results.items() if k.startswith("sweeper"))
+    assert len(applied) + swept == len(ids)
+    per_job = Counter(Outcome.objects.values_list("job_id", flat=True))
+    assert sorted(per_job) == ids and set(per_job.values()) == {1}
+    states = Counter(Job.objects.values_list("state", flat=True))
+    assert states == +Counter({State.SUCCEEDED: len(applied), State.SCHEDULED: swept})
+    assert not Lease.objects.exists()
+
+
+def test_no_claim_started_after_a_first_ever_pause_returns_gets_work(store, postgres):
+    queue = "hot"
+    bulk_enqueue(store, 3000, queue=queue)
+    pause_returned, finished = threading.Event(), threading.Event()
+    claims_started = Counter[str]()
+    lock = threading.Lock()
+    violations: list[tuple[str, list[int]]] = []
+
+    def claim_until_told(worker: str) -> None:
+        while not finished.is_set():
+            after_pause = pause_returned.is_set()
+            batch = store.claim(
+                worker_id=worker, queues=[queue], max_jobs=1, lease_duration=LONG_LEASE, now=T0
+            )
+            with lock:
+                claims_started["after" if after_pause else "before"] += 1
+            if after_pause and batch:
+                violations.append((worker, [c.id for c in batch]))
+
+    def pause_mid_race() -> int:
+        deadline = time.monotonic() + 10
+        while claims_started["before"] < 40 and time.monotonic() < deadline:
+            time.sleep(0.002)
+        store.pause_queue(queue, actor="ops", now=T0)
+        pause_returned.set()
+        leased_when_paused = Lease.objects.filter(queue=queue).count()
+        time.sleep(0.5)  # let the claimers keep trying against the paused queue
+        finished.set()
+        return leased_when_paused
+
+    results = run_threads(
+        {
+            "pauser": pause_mid_race,
+            **{f"c{n}": (lambda n=n: claim_until_told(f"host:{n}:g:c")) for n in range(4)},
+        }
+    )
+
+    assert violations == []
+    assert claims_started["before"] >= 40 and claims_started["after"] >= 20
+    # claims in flight when the pause began finished before it returned; none committed afterwards
+    assert Lease.objects.filter(queue=queue).count() == results["pauser"]
+    assert 0 < results["pauser"] < 3000
