@@ -141,8 +141,32 @@ UNDECODABLE = [
     pytest.param("null", "payload is a JSON NoneType", id="null"),
     pytest.param('{"x": {"$bw": "pickle", "v": "..."}}', "unknown payload tag 'pickle'", id="unknown tag"),
     pytest.param('{"x": {"$bw": 5, "v": 1}}', "unknown payload tag 5", id="a number as the tag"),
-    pytest.param('{"x": {"$bw": "date", "v": "2026-01-01", "w": 1}}', "'date'", id="a tag with extra keys"),
-    pytest.param('{"x": {"$bw": "date"}}', "'date'", id="a tag without a value"),
+    pytest.param('{"x": {"$bw": ["date"], "v": 1}}', "unknown payload tag ['date']", id="a list as the tag"),
+    pytest.param('{"x": {"$bw": {}, "v": 1}}', "unknown payload tag {}", id="an object as the tag"),
+    pytest.param('{"x": {"$bw": true, "v": 1}}', "unknown payload tag True", id="a bool as the tag"),
+    pytest.param(
+        '{"x": {"$bw": "pickle", "w": 1}}', "unknown payload tag 'pickle'", id="unknown tag and wrong keys"
+    ),
+    pytest.param(
+        '{"x": {"$bw": "date", "v": "2026-01-01", "w": 1}}',
+        "a tagged date value has keys ['$bw', 'v', 'w']; expected exactly '$bw' and 'v'",
+        id="a tag with extra keys",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "date"}}',
+        "a tagged date value has keys ['$bw']; expected exactly '$bw' and 'v'",
+        id="a tag without a value",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "uuid", "value": "x"}}',
+        "a tagged uuid value has keys ['$bw', 'value']; expected exactly '$bw' and 'v'",
+        id="a tag with a misspelt value key",
+    ),
+    pytest.param(
+        '{"x": [{"$bw": "tuple", "v": [1], "extra": {"$bw": "date", "v": "2026-01-01"}}]}',
+        "a tagged tuple value has keys ['$bw', 'extra', 'v']; expected exactly '$bw' and 'v'",
+        id="a nested tag with extra keys",
+    ),
     pytest.param('{"x": {"$bw": "date", "v": "yesterday"}}', "bad date value 'yesterday'", id="bad date"),
     pytest.param('{"x": {"$bw": "datetime", "v": 5}}', "bad datetime value 5", id="datetime from a number"),
     pytest.param('{"x": {"$bw": "time", "v": "25:00"}}', "bad time value", id="bad time"),
@@ -161,10 +185,11 @@ def test_a_payload_that_no_longer_decodes_raises_a_decode_error(text, message):
         decode(text)
 
 
-@pytest.mark.parametrize("tag", ['["date"]', "{}"])
-def test_an_unhashable_tag_is_a_decode_error(tag):
-    with pytest.raises(PayloadDecodeError):
+@pytest.mark.parametrize("tag", ['["date"]', "{}", "5", "1.5", "false"])
+def test_a_tag_that_is_not_a_string_is_a_decode_error_not_a_type_error(tag):
+    with pytest.raises(PayloadDecodeError, match="unknown payload tag") as caught:
         decode(f'{{"x": {{"$bw": {tag}, "v": 1}}}}')
+    assert not isinstance(caught.value, TypeError)
 
 
 def test_a_payload_decode_error_is_a_value_error():

@@ -202,7 +202,7 @@ CLAIM_SIZING = [
         "a buffered outcome holds its slot and the poll flushes it before claiming",
         [
             (poll(), [claim(3)]),
-            (claimed(1, 2, 3), execute(1, 2, 3)),
+            (claimed(1, 2, 3), [*execute(1, 2, 3), REPOLL]),
             (succeeded(1), []),
             (poll(), [report(ok(1)), claim(1)]),
         ],
@@ -212,7 +212,7 @@ CLAIM_SIZING = [
         "an outcome report in flight holds its slot until answered",
         [
             (poll(), [claim(3)]),
-            (claimed(1, 2, 3), execute(1, 2, 3)),
+            (claimed(1, 2, 3), [*execute(1, 2, 3), REPOLL]),
             (succeeded(1), []),
             (poll(), [report(ok(1)), claim(1)]),
             (poll(), []),
@@ -318,7 +318,7 @@ DISPATCH = [
         [
             (poll(), [claim(2, ("a", "b"))]),
             (claimed(1), [*execute(1), claim(1, ("b", "a"))]),
-            (claimed(2), execute(2)),
+            (claimed(2), [*execute(2), REPOLL]),  # the last claim of the pass was full
         ],
         policy=weighted(("a", 2), ("b", 1)),
         pool_size=3,
@@ -329,7 +329,7 @@ DISPATCH = [
             (poll(), [claim(6, ("a", "b", "c"))]),
             (claimed(1, 2, 3, 4, 5, 6), [*execute(1, 2, 3, 4, 5, 6), claim(3, ("b", "a", "c"))]),
             (claimed(7), [*execute(7), claim(1, ("c", "a", "b"))]),
-            (claimed(8), execute(8)),
+            (claimed(8), [*execute(8), REPOLL]),
             (poll(), [claim(1, ("a", "b", "c"))]),  # the pass is over: a new poll plans afresh
         ],
         policy=weighted(("a", 6), ("b", 3), ("c", 1)),
@@ -396,7 +396,7 @@ BATCHING = [
         "a full batch flushes while other jobs still run",
         [
             (poll(), [claim(3)]),
-            (claimed(1, 2, 3), execute(1, 2, 3)),
+            (claimed(1, 2, 3), [*execute(1, 2, 3), REPOLL]),
             (succeeded(1), []),
             (succeeded(2), [report(ok(1), ok(2))]),
         ],
@@ -406,7 +406,7 @@ BATCHING = [
         "the outcome batch defaults to max_claim_batch",
         [
             (poll(), [claim(2)]),
-            (claimed(1, 2), execute(1, 2)),
+            (claimed(1, 2), [*execute(1, 2), REPOLL]),
             (poll(), [claim(2)]),
             (claimed(3, 4), execute(3, 4)),
             (succeeded(1), []),
@@ -432,7 +432,7 @@ BATCHING = [
         "outcomes are reported in completion order",
         [
             (poll(), [claim(3)]),
-            (claimed(1, 2, 3), execute(1, 2, 3)),
+            (claimed(1, 2, 3), [*execute(1, 2, 3), REPOLL]),
             (succeeded(3), []),
             (succeeded(1), []),
             (succeeded(2), [report(ok(3), ok(1), ok(2))]),
@@ -454,7 +454,7 @@ BATCHING = [
         "a heartbeat flushes a partial buffer, then beats for the jobs still running",
         [
             (poll(), [claim(3)]),
-            (claimed(1, 2, 3), execute(1, 2, 3)),
+            (claimed(1, 2, 3), [*execute(1, 2, 3), REPOLL]),
             (succeeded(2), []),
             (beat_due(), [report(ok(2)), heartbeat(1, 3)]),
             (beat_due(), [heartbeat(1, 3)]),
@@ -589,6 +589,105 @@ def test_an_outcome_answer_without_a_report_in_flight_is_a_broken_invariant():
         make_driver().step(reported(applied=[1]))
 
 
+# A claim that comes back full (as many jobs as it reserved) says more work is probably waiting: when the
+# jobs leave slots free, the driver asks for a queued poll at once instead of waiting for the next tick.
+
+FULL_CLAIMS = [
+    scenario(
+        "a full claim that leaves free slots asks for a poll after starting its jobs",
+        [(poll(), [claim(3)]), (claimed(1, 2, 3), [*execute(1, 2, 3), REPOLL]), (poll(), [claim(1)])],
+    ),
+    scenario(
+        "full claims keep asking until one fills the pool",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1, 2, 3), [*execute(1, 2, 3), REPOLL]),
+            (poll(), [claim(3)]),
+            (claimed(4, 5, 6), [*execute(4, 5, 6), REPOLL]),
+            (poll(), [claim(2)]),
+            (claimed(7, 8), execute(7, 8)),  # full, but the pool is full too
+            (poll(), []),
+        ],
+        pool_size=8,
+    ),
+    scenario(
+        "a full claim that exactly fills the pool asks for nothing",
+        [(poll(), [claim(3)]), (claimed(1, 2, 3), execute(1, 2, 3))],
+        pool_size=3,
+    ),
+    scenario(
+        "a short claim asks for nothing",
+        [(poll(), [claim(3)]), (claimed(1, 2), execute(1, 2))],
+    ),
+    scenario("an empty claim asks for nothing", [(poll(), [claim(3)]), (claimed(), [])]),
+    scenario("a failed claim asks for nothing", [(poll(), [claim(3)]), (claimed(failed=True), [])]),
+    scenario(
+        "a claim sized below the batch is full when it returns what it reserved",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1, 2), execute(1, 2)),  # two of three: short
+            (poll(), [claim(2)]),
+            (succeeded(1), [report(ok(1))]),
+            (reported(applied=[1]), [REPOLL]),  # a slot came free while the claim was in flight
+            (claimed(3, 4), [*execute(3, 4), REPOLL]),  # two of two: full
+        ],
+        max_outcome_batch=1,
+    ),
+    scenario(
+        "slots reserved by another claim in flight count as taken",
+        [
+            (poll(), [claim(3)]),
+            (poll(), [claim(1)]),
+            (claimed(1, 2, 3), execute(1, 2, 3)),  # the other claim holds the last slot
+            (claimed(4), execute(4)),
+        ],
+    ),
+    scenario(
+        "a store that returns more jobs than reserved still counts as full",
+        [(poll(), [claim(3)]), (claimed(1, 2, 3, 4), [*execute(1, 2, 3, 4), REPOLL])],
+        pool_size=10,
+    ),
+    scenario(
+        "a full claim landing during shutdown asks for nothing",
+        [
+            (poll(), [claim(3)]),
+            (shutdown(), []),
+            (claimed(1, 2, 3), execute(1, 2, 3)),
+            (poll(), []),
+        ],
+    ),
+    scenario(
+        "weighted issues the next planned claim instead of a poll while its pass has claims left",
+        [
+            (poll(), [claim(6, ("a", "b", "c"))]),
+            (claimed(1, 2, 3, 4, 5, 6), [*execute(1, 2, 3, 4, 5, 6), claim(3, ("b", "a", "c"))]),
+            (claimed(7, 8, 9), [*execute(7, 8, 9), claim(1, ("c", "a", "b"))]),
+            (claimed(10), [*execute(10), REPOLL]),  # the last claim of the pass was full
+            (poll(), [claim(1, ("a", "b", "c"))]),
+        ],
+        policy=weighted(("a", 6), ("b", 3), ("c", 1)),
+        pool_size=12,
+        max_claim_batch=10,
+    ),
+    scenario(
+        "weighted asks for nothing when the last claim of its pass comes back short",
+        [
+            (poll(), [claim(2, ("a", "b"))]),
+            (claimed(1, 2), [*execute(1, 2), claim(2, ("b", "a"))]),
+            (claimed(3), execute(3)),
+        ],
+        policy=weighted(("a", 1), ("b", 1)),
+        pool_size=6,
+        max_claim_batch=4,
+    ),
+]
+
+
+@pytest.mark.parametrize(("policy", "dials", "script"), FULL_CLAIMS)
+def test_a_full_claim_with_free_slots_asks_for_a_poll_at_once(policy, dials, script):
+    run(make_driver(policy, **dials), script)
+
+
 # -- heartbeats and cancellation --------------------------------------------------------------------------
 
 RUNNING_1_2 = [(poll(), [claim(3)]), (claimed(1, 2), execute(1, 2))]
@@ -648,6 +747,43 @@ HEARTBEATS = [
             (beat_done(lost(1), cancel_asked(1), renewed(2)), []),
         ],
         max_outcome_batch=10,
+    ),
+    scenario(
+        "abandoning the last running job flushes the partial buffer (drain tail)",
+        [
+            *RUNNING_1_2,
+            (succeeded(1), []),
+            (beat_done(lost(2)), [*abandon(2), report(ok(1))]),
+            (reported(applied=[1]), [REPOLL]),
+            (poll(), [claim(3)]),
+        ],
+        max_outcome_batch=10,
+    ),
+    scenario(
+        "abandoning every running job at once flushes the buffer once, after the abandons",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1, 2, 3), [*execute(1, 2, 3), REPOLL]),
+            (succeeded(1), []),
+            (beat_done(lost(2), lost(3)), [*abandon(2, 3), report(ok(1))]),
+            (succeeded(2), []),  # abandoned: its result is dropped, nothing left to flush
+        ],
+        max_outcome_batch=10,
+    ),
+    scenario(
+        "abandoning a job while others still run keeps the partial buffer",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1, 2, 3), [*execute(1, 2, 3), REPOLL]),
+            (succeeded(1), []),
+            (beat_done(lost(2), renewed(3)), abandon(2)),
+            (succeeded(3), [report(ok(1), ok(3))]),
+        ],
+        max_outcome_batch=10,
+    ),
+    scenario(
+        "abandoning the last running job with nothing buffered reports nothing",
+        [(poll(), [claim(3)]), (claimed(1), execute(1)), (beat_done(lost(1)), abandon(1))],
     ),
     scenario(
         "a failed heartbeat changes nothing",
@@ -750,7 +886,7 @@ SHUTDOWN = [
         "shutdown flushes, stops claiming and waits for running jobs",
         [
             (poll(), [claim(3)]),
-            (claimed(1, 2, 3), execute(1, 2, 3)),
+            (claimed(1, 2, 3), [*execute(1, 2, 3), REPOLL]),
             (succeeded(1), []),
             (shutdown(), [report(ok(1))]),
             (poll(), []),
@@ -802,7 +938,7 @@ SHUTDOWN = [
         "grace expiry releases and abandons running jobs, then stops once the release is answered",
         [
             (poll(), [claim(3)]),
-            (claimed(1, 2, 3), execute(1, 2, 3)),
+            (claimed(1, 2, 3), [*execute(1, 2, 3), REPOLL]),
             (succeeded(1), []),
             (shutdown(), [report(ok(1))]),
             (grace_over(), [cmd.ReleaseLeases(job_ids=(2, 3)), *abandon(2, 3)]),
@@ -833,6 +969,51 @@ SHUTDOWN = [
             (released(failed=True), [STOP]),
         ],
     ),
+    scenario(
+        "an empty claim landing after the grace period lets the driver stop",
+        [(poll(), [claim(3)]), (grace_over(), []), (claimed(), [STOP])],
+    ),
+    scenario(
+        "a failed claim landing after the grace period lets the driver stop",
+        [(poll(), [claim(3)]), (grace_over(), []), (claimed(failed=True), [STOP])],
+    ),
+    scenario(
+        "the stop waits for every release in flight",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1), execute(1)),
+            (poll(), [claim(3)]),
+            (grace_over(), [cmd.ReleaseLeases(job_ids=(1,)), *abandon(1)]),
+            (claimed(2, 3), [cmd.ReleaseLeases(job_ids=(2, 3))]),
+            (released(), []),  # one release is still in flight
+            (released(failed=True), [STOP]),
+        ],
+    ),
+    scenario(
+        "a claim landing after the grace period waits for the outcome report in flight too",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1), execute(1)),
+            (poll(), [claim(3)]),
+            (succeeded(1), [report(ok(1))]),
+            (grace_over(), []),  # nothing runs, but a claim and a report are in flight
+            (claimed(2), [cmd.ReleaseLeases(job_ids=(2,))]),
+            (released(), []),
+            (reported(applied=[1]), [STOP]),
+        ],
+    ),
+    scenario(
+        "a weighted pass is not continued after the grace period",
+        [
+            (poll(), [claim(2, ("a", "b"))]),
+            (grace_over(), []),
+            (claimed(1, 2), [cmd.ReleaseLeases(job_ids=(1, 2))]),  # no follow-up claim for b
+            (poll(), []),
+            (released(), [STOP]),
+        ],
+        policy=weighted(("a", 2), ("b", 1)),
+        pool_size=3,
+    ),
     scenario("grace expiry with nothing running stops at once", [(grace_over(), [STOP])]),
     scenario(
         "a release answer outside shutdown does not stop",
@@ -848,9 +1029,18 @@ def test_shutdown_drains_then_stops(policy, dials, script):
 
 def test_jobs_claimed_after_the_grace_period_are_not_started():
     driver = make_driver()
-    run(driver, [(poll(), [claim(3)]), (shutdown(), []), (grace_over(), [])])
-    late = driver.step(claimed(1))
-    assert not [command for command in late if isinstance(command, cmd.ExecuteJob)]
+    run(
+        driver,
+        [
+            (poll(), [claim(3)]),
+            (shutdown(), []),
+            (grace_over(), []),  # the claim is still in flight
+            (claimed(1, 2), [cmd.ReleaseLeases(job_ids=(1, 2))]),  # given straight back, never executed
+        ],
+    )
+    assert not driver.executing
+    assert not driver.stopped  # the release is still in flight
+    run(driver, [(released(), [STOP])])
 
 
 EVERY_EVENT = [

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from backwave_django.core.retry import RetryPolicy
+from backwave_django.core.retry import MAX_BACKOFF_SECONDS, RetryPolicy
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -28,7 +29,8 @@ def test_an_attempt_below_one_waits_one_second(attempt):
 
 def test_a_huge_attempt_number_stays_at_the_cap_without_overflowing():
     assert RetryPolicy().backoff(10**6) == timedelta(seconds=300)
-    assert RetryPolicy(backoff_cap=10**9).backoff(10**6) == timedelta(seconds=10**9)  # 2.0 ** 10**6 overflows
+    longest = RetryPolicy(backoff_cap=MAX_BACKOFF_SECONDS)
+    assert longest.backoff(10**6) == timedelta(days=30)  # 2.0 ** 10**6 would overflow
 
 
 def test_base_and_cap_are_configurable():
@@ -75,18 +77,33 @@ def test_the_default_ceiling_is_ten_attempts():
     assert RetryPolicy().max_attempts == 10
 
 
+BAD_BOUNDS = "backoff_base must be >= 1 and backoff_cap between 0 and 2592000 s"
+
+
 @pytest.mark.parametrize(
     ("dials", "message"),
     [
         pytest.param({"max_attempts": 0}, "max_attempts must be at least 1, got 0", id="no attempts"),
         pytest.param({"max_attempts": -5}, "max_attempts must be at least 1, got -5", id="negative attempts"),
-        pytest.param({"backoff_base": 0.5}, "backoff_base must be >= 1", id="shrinking base"),
-        pytest.param({"backoff_cap": -1}, "backoff_cap >= 0", id="negative cap"),
+        pytest.param({"backoff_base": 0.5}, BAD_BOUNDS, id="shrinking base"),
+        pytest.param({"backoff_cap": -1}, BAD_BOUNDS, id="negative cap"),
+        pytest.param({"backoff_cap": MAX_BACKOFF_SECONDS + 1}, BAD_BOUNDS, id="cap a second past 30 days"),
+        pytest.param({"backoff_cap": 1e12}, BAD_BOUNDS, id="cap of 1e12 seconds"),
+        pytest.param({"backoff_cap": float("inf")}, BAD_BOUNDS, id="infinite cap"),
     ],
 )
 def test_a_bad_policy_is_rejected(dials, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=re.escape(message)):
         RetryPolicy(**dials)
+
+
+def test_the_longest_backoff_is_thirty_days():
+    assert MAX_BACKOFF_SECONDS == 30 * 24 * 3600 == 2592000
+
+
+@pytest.mark.parametrize("cap", [0, 1, MAX_BACKOFF_SECONDS], ids=["zero", "one second", "thirty days"])
+def test_a_cap_within_bounds_is_accepted(cap):
+    assert RetryPolicy(backoff_cap=cap).backoff_cap == cap
 
 
 def test_a_policy_is_a_frozen_value():
