@@ -86,9 +86,9 @@ def encode(arguments: Mapping[str, Any]) -> str:
 
 
 def _decode_hook(obj: dict[str, Any]) -> Any:
-    tag = obj.get(TAG)
-    if tag is None:
+    if TAG not in obj:
         return obj
+    tag = obj[TAG]
     decoder = _DECODERS.get(tag) if isinstance(tag, str) else None
     if decoder is None:
         raise PayloadDecodeError(f"unknown payload tag {tag!r}")

@@ -271,10 +271,15 @@ def get() -> Settings:
     return _cache
 
 
-def _reset(*, setting: str, **_: Any) -> None:
+def reload() -> None:
+    """Forget the parsed settings, so the next :func:`get` reads ``settings.BACKWAVE`` again."""
     global _cache
+    _cache = None
+
+
+def _reset(*, setting: str, **_: Any) -> None:
     if setting in ("BACKWAVE", "DATABASES"):
-        _cache = None
+        reload()
 
 
 setting_changed.connect(_reset)

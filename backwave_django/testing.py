@@ -38,7 +38,7 @@ from .core.records import ClaimedJob
 from .core.retry import RetryPolicy
 from .core.states import State
 from .registry import Registry, UnknownJob, registry
-from .store.django import DjangoStore
+from .store import get_store
 
 MAX_STEPS = 100_000
 
@@ -79,7 +79,7 @@ class TestPump:
         self.now = start or timezone.now()
         self.worker_id = worker_id
         self.registry = registry
-        self.store = DjangoStore(using or settings.database)
+        self.store = get_store(using or settings.database)
         self.driver = NodeDriver(
             DriverConfig(
                 policy=Strict(self.queues),

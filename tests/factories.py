@@ -26,6 +26,9 @@ class JobFactory(factory.django.DjangoModelFactory):
 class LeasedJobFactory(JobFactory):
     """A job already claimed by ``lease__owner`` for attempt 1, with a live lease."""
 
+    class Meta:
+        skip_postgeneration_save = True
+
     state = Job.State.LEASED
     attempt = 1
     lease = factory.RelatedFactory(

@@ -99,6 +99,8 @@ class NodeDriver:
             case ev.GraceExpired():
                 return self._on_grace_expired()
             case ev.LeasesReleased():
+                if not self.releases_in_flight:
+                    raise AssertionError("a LeasesReleased arrived with no release in flight")
                 self.releases_in_flight -= 1
                 return self._stop_if_idle()
         raise TypeError(f"the Node Driver got an unknown event: {event!r}")

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from .. import conf
 from ..registry import Registry, registry
-from ..store.django import DjangoStore
+from ..store import get_store
 from .listener import HintListener
 from .pump import HALTED, Pump
 
@@ -73,7 +73,7 @@ class Node:
         self.listener: HintListener | None = None
         if self.hints and connections[settings.database].vendor == "postgresql":
             self.listener = HintListener(settings.database, reconnect_delay=reconnect_delay)
-        self.store = DjangoStore(settings.database)
+        self.store = get_store(settings.database)
 
     @property
     def queues(self) -> list[str]:

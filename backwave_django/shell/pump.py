@@ -34,7 +34,7 @@ from ..core.driver import DriverConfig, NodeDriver
 from ..core.records import ClaimedJob
 from ..core.retry import RetryPolicy
 from ..registry import Registry, UnknownJob
-from ..store.django import DjangoStore
+from ..store import get_store
 from .faults import is_transient
 from .scope import run_attempt
 
@@ -91,7 +91,7 @@ class Pump:
         self.group = group
         self.index = index
         self.registry = registry
-        self.store = DjangoStore(using)
+        self.store = get_store(using)
         self.clock = clock
         self.hints = hints
         self.worker_id = new_worker_id(group.name)
@@ -172,6 +172,10 @@ class Pump:
         periods = {POLL: interval, HEARTBEAT: beat, MAINTENANCE: maintenance}
         try:
             while not self.driver.stopped and self.health != HALTED:
+                if self.driver.buffer and self._events.empty():
+                    # A burst of completions has been absorbed: flush them and refill in one pass. Under
+                    # load this batches outcomes and claims by itself; when idle it costs one poll.
+                    self.request_poll()
                 wait = max(0.0, min(deadlines.values()) - time.monotonic())
                 try:
                     item = self._events.get(timeout=wait)
@@ -362,8 +366,6 @@ class Pump:
             self._details[(job.id, job.attempt)] = result.detail
             event = ev.ExecutionFailed(now=now, job_id=job.id, message=result.message)
         self._events.put(event)
-        if not self._shutting_down:
-            self.request_poll()  # a slot is free
 
     # -- health ----------------------------------------------------------------------------------------
 

@@ -1,5 +1,9 @@
 """The Storage Contract and the Django store that implements it."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .contract import (
     CancelResult,
     JobStore,
@@ -11,13 +15,20 @@ from .contract import (
     WireNameTooLong,
 )
 
-
-def get_store() -> JobStore:
-    """The store for the configured database (``BACKWAVE['DATABASE']``, default ``'default'``)."""
-    from .. import conf
+if TYPE_CHECKING:
     from .django import DjangoStore
 
-    return DjangoStore(using=conf.get().database)
+
+def get_store(using: str | None = None) -> DjangoStore:
+    """The store for ``using`` (default: ``BACKWAVE['DATABASE']``): PostgreSQL gets its SQL hot paths."""
+    from django.db import connections
+
+    from .. import conf
+    from .django import DjangoStore
+    from .postgres import PostgresStore
+
+    alias = using or conf.get().database
+    return PostgresStore(alias) if connections[alias].vendor == "postgresql" else DjangoStore(alias)
 
 
 __all__ = [

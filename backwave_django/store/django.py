@@ -413,6 +413,11 @@ class DjangoStore:
         first = scheduled.order_by("due_at").values_list("due_at", flat=True).first()
         return None if first is None else max(first, now)  # due work already waiting: now
 
+    def next_lease_expiry(self, queues: Sequence[str]) -> datetime | None:
+        """When the first lease in ``queues`` lapses (its job then becomes due again), or None."""
+        leases = Lease.objects.using(self.using).filter(queue__in=list(queues))
+        return leases.order_by("expires_at").values_list("expires_at", flat=True).first()
+
     def count_live(self, queues: Sequence[str]) -> int:
         return Job.objects.using(self.using).live().filter(queue__in=list(queues)).count()
 

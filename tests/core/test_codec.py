@@ -194,3 +194,8 @@ def test_a_tag_that_is_not_a_string_is_a_decode_error_not_a_type_error(tag):
 
 def test_a_payload_decode_error_is_a_value_error():
     assert issubclass(PayloadDecodeError, ValueError)
+
+
+def test_a_null_tag_is_a_decode_error_not_a_plain_dict():
+    with pytest.raises(PayloadDecodeError, match="unknown payload tag None"):
+        decode('{"a": {"$bw": null, "v": 1}}')

@@ -1015,16 +1015,17 @@ SHUTDOWN = [
         pool_size=3,
     ),
     scenario("grace expiry with nothing running stops at once", [(grace_over(), [STOP])]),
-    scenario(
-        "a release answer outside shutdown does not stop",
-        [(released(), []), (poll(), [claim(3)])],
-    ),
 ]
 
 
 @pytest.mark.parametrize(("policy", "dials", "script"), SHUTDOWN)
 def test_shutdown_drains_then_stops(policy, dials, script):
     run(make_driver(policy, **dials), script)
+
+
+def test_a_release_answer_with_no_release_in_flight_is_an_invariant_violation():
+    with pytest.raises(AssertionError, match="no release in flight"):
+        make_driver().step(released())
 
 
 def test_jobs_claimed_after_the_grace_period_are_not_started():

@@ -10,6 +10,7 @@ from django.db import OperationalError
 from django.utils import timezone
 
 from backwave_django.models import Job, Lease, Outcome, PumpStatus
+from backwave_django.store import get_store
 from backwave_django.store.django import DjangoStore
 
 from .. import jobs
@@ -107,14 +108,15 @@ def test_graceful_shutdown_releases_what_outlives_the_grace_period_without_charg
 
 
 def test_a_halted_pump_leaves_its_siblings_running(settings, monkeypatch):
-    original = DjangoStore.claim
+    StoreClass = type(get_store())
+    original = StoreClass.claim
 
     def broken_claim(self, **kwargs):
         if self.__dict__.get("broken"):
             raise RuntimeError("an invariant broke")
         return original(self, **kwargs)
 
-    monkeypatch.setattr(DjangoStore, "claim", broken_claim)
+    monkeypatch.setattr(StoreClass, "claim", broken_claim)
     settings.BACKWAVE = {"GROUPS": {"g": group(PUMPS=2)}}
     from backwave_django.shell.node import Node
 
@@ -134,8 +136,9 @@ def test_a_halted_pump_leaves_its_siblings_running(settings, monkeypatch):
 
 
 def test_a_transient_fault_degrades_the_pump_which_then_recovers(settings, monkeypatch):
+    StoreClass = type(get_store())
     faults = {"left": 3}
-    original = DjangoStore.claim
+    original = StoreClass.claim
 
     def flaky_claim(self, **kwargs):
         if faults["left"]:
@@ -143,7 +146,7 @@ def test_a_transient_fault_degrades_the_pump_which_then_recovers(settings, monke
             raise OperationalError("server closed the connection unexpectedly")
         return original(self, **kwargs)
 
-    monkeypatch.setattr(DjangoStore, "claim", flaky_claim)
+    monkeypatch.setattr(StoreClass, "claim", flaky_claim)
     seen = []
     with running(settings, {"g": group()}) as node:
         pump = node.pumps[0]

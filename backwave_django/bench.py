@@ -1,0 +1,338 @@
+"""The benchmark behind ``manage.py backwave_bench``: enqueue rate, drain rate, pickup latency, claim cost
+at scale, statements per job and worker memory, measured on the real database with real worker processes.
+
+Method: noop jobs measure the framework's own overhead (its ceiling); a 10 ms sleep is the anchor workload.
+Workers are separate ``backwave_bench --worker`` processes. For the drain, the backlog is written first into a
+paused queue, the workers start and report ready, and the clock starts when the queue is resumed; it stops at
+the last job's ``terminal_at`` (the store's own timestamps). Each figure is the median of ``runs`` runs, after
+one discarded warm-up run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import connection, connections
+from django.db.models import Max
+from django.utils import timezone
+
+from . import conf
+from .context import JobContext
+from .models import Job, Lease, Outcome, QueueSettings
+from .registry import job
+from .store.django import DjangoStore
+
+QUEUE = "backwave-bench"
+ACTOR = "backwave_bench"
+_print_lock = threading.Lock()
+
+
+@job("backwave.bench.noop", queue=QUEUE)
+def noop() -> None:
+    """Does nothing: the framework's overhead is all that is measured."""
+
+
+@job("backwave.bench.sleep", queue=QUEUE)
+def sleep(ms: float) -> None:
+    time.sleep(ms / 1000)
+
+
+@job("backwave.bench.stamp", queue=QUEUE)
+def stamp(context: JobContext) -> None:
+    """Prints when the handler started, for the pickup latency (the bench reads the worker's stdout)."""
+    started = time.time()
+    with _print_lock:
+        sys.stdout.write(f"BWSTART {context.job_id} {started:.6f}\n")
+        sys.stdout.flush()
+
+
+@dataclass(slots=True, kw_only=True)
+class Options:
+    jobs: int = 20_000
+    single_jobs: int = 2_000
+    workload: str = "noop"  # noop or sleep (10 ms)
+    processes: int = 1
+    pumps: int = 1
+    pool_size: int = 64
+    max_claim_batch: int = 32
+    poll_interval: float = 0.05
+    runs: int = 3
+    latency_jobs: int = 200
+    latency_spacing: float = 0.01
+    scale_rows: int = 0  # 0 skips the claim-cost-at-scale figure
+    figures: tuple[str, ...] = ("enqueue", "drain", "latency", "scale")
+
+
+@dataclass(slots=True)
+class Results:
+    settings: dict[str, Any]
+    machine: dict[str, Any]
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, default=str)
+
+
+def machine() -> dict[str, Any]:
+    vendor = connection.vendor
+    with connection.cursor() as cursor:
+        if vendor == "postgresql":
+            cursor.execute("SHOW server_version")
+            version = f"PostgreSQL {cursor.fetchone()[0]}"
+        else:
+            cursor.execute("select sqlite_version()")
+            version = f"SQLite {cursor.fetchone()[0]}"
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    return {
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "database": version,
+        "commit": commit or "unknown",
+        "platform": platform.platform(),
+    }
+
+
+def reset() -> None:
+    """Remove every benchmark job (and its leases and outcomes)."""
+    ids = Job.objects.filter(queue=QUEUE)
+    Outcome.objects.filter(job__in=ids).delete()
+    Lease.objects.filter(queue=QUEUE).delete()
+    ids.delete()
+    QueueSettings.objects.filter(queue=QUEUE).delete()
+
+
+def worker_group(options: Options) -> dict[str, Any]:
+    return {
+        "QUEUES": [QUEUE],
+        "PUMPS": options.pumps,
+        "POOL_SIZE": options.pool_size,
+        "MAX_CLAIM_BATCH": options.max_claim_batch,
+        "POLL_INTERVAL": options.poll_interval,
+    }
+
+
+@contextmanager
+def workers(options: Options, manage: Path) -> Iterator[list[subprocess.Popen[str]]]:
+    """Start ``options.processes`` worker processes and wait until each says it is ready."""
+    group = json.dumps(worker_group(options))
+    command = [sys.executable, str(manage), "backwave_bench", "--worker", group]
+    errors = tempfile.TemporaryFile("w+")  # noqa: SIM115  (closed in the finally below)
+    procs = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True, bufsize=1)
+        for _ in range(options.processes)
+    ]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            if not line.startswith("READY"):
+                errors.seek(0)
+                raise RuntimeError(f"a bench worker failed to start:\n{errors.read()[-3000:]}")
+        yield procs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        errors.close()
+
+
+def worker_stats(procs: list[subprocess.Popen[str]]) -> dict[str, float]:
+    """After the workers exit: statements they ran and their peak RSS, from their last output line."""
+    statements, rss = 0, 0
+    for proc in procs:
+        assert proc.stdout is not None
+        for line in proc.stdout.read().splitlines():
+            if line.startswith("STATS "):
+                stats = json.loads(line[6:])
+                statements += stats["statements"]
+                rss = max(rss, stats["max_rss_kb"])
+        proc.stdout.close()
+    return {"statements": statements, "peak_rss_mb": rss / 1024}
+
+
+def enqueue_rates(options: Options) -> dict[str, float]:
+    reset()
+    start = time.perf_counter()
+    for _ in range(options.single_jobs):
+        noop.enqueue()
+    single = options.single_jobs / (time.perf_counter() - start)
+    reset()
+    start = time.perf_counter()
+    for offset in range(0, options.jobs, 1000):
+        noop.enqueue_many([()] * min(1000, options.jobs - offset))
+    bulk = options.jobs / (time.perf_counter() - start)
+    reset()
+    return {"single_per_s": single, "bulk_per_s": bulk}
+
+
+def preload(options: Options, store: DjangoStore) -> None:
+    reset()
+    store.pause_queue(QUEUE, actor=ACTOR, now=timezone.now())
+    handler = sleep if options.workload == "sleep" else noop
+    payload: dict[str, Any] = {"ms": 10} if options.workload == "sleep" else {}
+    for offset in range(0, options.jobs, 5000):
+        handler.enqueue_many([payload] * min(5000, options.jobs - offset))
+    connection.close()
+
+
+def drain_once(options: Options, manage: Path) -> dict[str, float]:
+    store = DjangoStore(connection.alias)
+    preload(options, store)
+    with workers(options, manage) as procs:
+        started = timezone.now()
+        store.resume_queue(QUEUE, actor=ACTOR, now=started)
+        live = Job.objects.filter(queue=QUEUE).exclude(state="succeeded")
+        deadline = time.monotonic() + max(600.0, options.jobs / 50)
+        while live.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the drain did not finish in time")
+            time.sleep(0.01)
+        finished = Job.objects.filter(queue=QUEUE).aggregate(t=Max("terminal_at"))["t"]
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(60)
+        stats = worker_stats(procs)
+    elapsed = (finished - started).total_seconds()
+    return {
+        "jobs_per_s": options.jobs / elapsed,
+        "seconds": elapsed,
+        "statements_per_job": stats["statements"] / options.jobs,
+        "peak_rss_mb": stats["peak_rss_mb"],
+    }
+
+
+def drain(options: Options, manage: Path) -> dict[str, float]:
+    """Warm-up run (discarded), then the median of ``runs`` runs."""
+    drain_once(Options(**{**asdict(options), "jobs": min(options.jobs, 2000)}), manage)
+    runs = [drain_once(options, manage) for _ in range(options.runs)]
+    keys = runs[0].keys()
+    figures = {key: statistics.median(run[key] for run in runs) for key in keys}
+    figures["runs"] = [round(run["jobs_per_s"]) for run in runs]  # type: ignore[assignment]
+    return figures
+
+
+def pickup_latency(options: Options, manage: Path) -> dict[str, float]:
+    reset()
+    single = Options(**{**asdict(options), "processes": 1})
+    committed: dict[int, float] = {}
+    latencies: list[float] = []
+    with workers(single, manage) as procs:
+        time.sleep(0.5)  # idle: the first polls have come and gone
+        for _ in range(options.latency_jobs):
+            created = stamp.enqueue()
+            committed[created.id] = time.time()  # autocommit: the job is committed once enqueue returns
+            time.sleep(options.latency_spacing)
+        proc = procs[0]
+        assert proc.stdout is not None
+        while len(latencies) < options.latency_jobs:
+            line = proc.stdout.readline()
+            if not line:
+                raise RuntimeError("the latency worker stopped early")
+            if line.startswith("BWSTART "):
+                _, job_id, started = line.split()
+                latencies.append((float(started) - committed[int(job_id)]) * 1000)
+    latencies.sort()
+
+    def rank(p: float) -> float:  # nearest rank
+        return latencies[max(0, min(len(latencies) - 1, round(p * len(latencies) + 0.5) - 1))]
+
+    reset()
+    return {"p50_ms": rank(0.50), "p99_ms": rank(0.99), "max_ms": latencies[-1]}
+
+
+def fill_succeeded(rows: int) -> None:
+    """Bulk-fill ``rows`` finished jobs into the table (not the bench queue), as history would leave."""
+    now = timezone.now()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO backwave_django_job (wire_name, queue, payload, state, attempt, max_attempts, "
+                "due_at, created_at, terminal_at, terminal_cause, cancel_requested) "
+                "SELECT 'backwave.bench.history', 'backwave-bench-history', '{}', 'succeeded', 1, 10, "
+                "%s, %s, %s, '', false FROM generate_series(1, %s)",
+                [now, now, now, rows],
+            )
+            cursor.execute("ANALYZE backwave_django_job")
+        return
+    batch = [
+        Job(
+            wire_name="backwave.bench.history",
+            queue="backwave-bench-history",
+            state="succeeded",
+            attempt=1,
+            due_at=now,
+            created_at=now,
+            terminal_at=now,
+        )
+        for _ in range(10_000)
+    ]
+    for offset in range(0, rows, 10_000):
+        Job.objects.bulk_create(batch[: min(10_000, rows - offset)])
+        for row in batch:
+            row.pk = None
+
+
+def drop_history() -> None:
+    Job.objects.filter(queue="backwave-bench-history").delete()
+
+
+def run_worker(group: dict[str, Any]) -> None:
+    """The ``--worker`` mode: one process running the bench group until SIGTERM, counting statements."""
+    import signal
+
+    from django.conf import settings
+
+    from .shell.node import Node
+
+    settings.BACKWAVE = {"GROUPS": {"bench": group}, "HINTS": True}
+    conf.reload()
+    statements = 0
+    lock = threading.Lock()
+
+    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        nonlocal statements
+        with lock:
+            statements += 1
+        return execute(sql, params, many, context)
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    original = connections.create_connection
+
+    def instrumented(alias: str) -> Any:
+        wrapper = original(alias)
+        wrapper.execute_wrappers.append(count)
+        return wrapper
+
+    connections.create_connection = instrumented  # type: ignore[method-assign]
+    node = Node(["bench"])
+    node.start()
+    sys.stdout.write("READY\n")
+    sys.stdout.flush()
+    stop.wait()
+    node.stop(grace=10)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    sys.stdout.write("STATS " + json.dumps({"statements": statements, "max_rss_kb": rss}) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,102 @@
+"""``manage.py backwave_bench``: measure enqueue rate, drain rate, pickup latency and claim cost at scale."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import connection
+
+from ... import bench
+
+FIGURES = ("enqueue", "drain", "latency", "scale")
+
+
+class Command(BaseCommand):
+    help = "Benchmark backwave on this database (see docs/performance.md for the method)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        add = parser.add_argument
+        add("--jobs", type=int, default=20_000, help="Jobs per drain run and for the bulk enqueue (20000).")
+        add("--single-jobs", type=int, default=2_000, help="Jobs for the one-at-a-time enqueue rate (2000).")
+        add("--workload", choices=["noop", "sleep"], default="noop", help="noop, or a 10 ms sleep per job.")
+        add("--processes", type=int, default=1, help="Worker processes for the drain (1).")
+        add("--pumps", type=int, default=1, help="PUMPS per worker process (1).")
+        add("--pool-size", type=int, default=64, help="POOL_SIZE per Pump (64).")
+        add("--max-claim-batch", type=int, default=32, help="MAX_CLAIM_BATCH (32).")
+        add("--poll-interval", type=float, default=0.05, help="POLL_INTERVAL in seconds (0.05).")
+        add("--runs", type=int, default=3, help="Measured drain runs; the median is reported (3).")
+        add("--latency-jobs", type=int, default=200, help="Jobs for the pickup latency (200).")
+        add("--scale-rows", type=int, default=1_000_000, help="Succeeded rows for the claim-cost figure.")
+        add("--only", action="append", choices=FIGURES, help="Measure only these figures (repeatable).")
+        add("--json", action="store_true", help="Print the results as JSON only.")
+        add("--worker", metavar="GROUP_JSON", help=argparse_suppress())
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["worker"]:
+            bench.run_worker(json.loads(options["worker"]))
+            return
+        opts = bench.Options(
+            jobs=options["jobs"],
+            single_jobs=options["single_jobs"],
+            workload=options["workload"],
+            processes=options["processes"],
+            pumps=options["pumps"],
+            pool_size=options["pool_size"],
+            max_claim_batch=options["max_claim_batch"],
+            poll_interval=options["poll_interval"],
+            runs=options["runs"],
+            latency_jobs=options["latency_jobs"],
+            scale_rows=options["scale_rows"],
+            figures=tuple(options["only"] or FIGURES),
+        )
+        manage = Path(__import__("sys").argv[0]).resolve()
+        results = bench.Results(settings=bench.asdict(opts), machine=bench.machine())
+        say = (lambda line: None) if options["json"] else self.stdout.write
+        say(f"backwave_bench on {results.machine['database']}, {results.machine['cores']} cores, "
+            f"commit {results.machine['commit']}")  # fmt: skip
+        say(f"settings: {json.dumps(results.settings)}")
+        if "enqueue" in opts.figures:
+            figure = results.figures["enqueue"] = bench.enqueue_rates(opts)
+            say(
+                f"enqueue: {figure['single_per_s']:,.0f} jobs/s one at a time; "
+                f"{figure['bulk_per_s']:,.0f} jobs/s bulk"
+            )
+        if "drain" in opts.figures or "scale" in opts.figures:
+            figure = results.figures["drain"] = bench.drain(opts, manage)
+            shape = f"{opts.processes} process(es) x {opts.pumps} pump(s) x pool {opts.pool_size}"
+            say(
+                f"drain ({opts.workload}, {shape}): {figure['jobs_per_s']:,.0f} jobs/s "
+                f"(runs {figure['runs']}); "
+                f"{figure['statements_per_job']:.2f} statements/job; "
+                f"worker peak RSS {figure['peak_rss_mb']:.0f} MB"
+            )
+        if "latency" in opts.figures:
+            figure = results.figures["latency"] = bench.pickup_latency(opts, manage)
+            say(
+                f"pickup latency (idle, hints on): p50 {figure['p50_ms']:.1f} ms, "
+                f"p99 {figure['p99_ms']:.1f} ms, max {figure['max_ms']:.1f} ms"
+            )
+        if "scale" in opts.figures and opts.scale_rows:
+            bench.fill_succeeded(opts.scale_rows)
+            try:
+                figure = results.figures["scale"] = bench.drain(opts, manage)
+            finally:
+                bench.drop_history()
+            ratio = figure["jobs_per_s"] / results.figures["drain"]["jobs_per_s"]
+            figure["ratio"] = ratio
+            say(
+                f"claim cost at scale ({opts.scale_rows:,} succeeded rows): "
+                f"{figure['jobs_per_s']:,.0f} jobs/s, {ratio:.2f}x the empty-table rate"
+            )
+        connection.close()
+        if options["json"]:
+            self.stdout.write(results.as_json())
+
+
+def argparse_suppress() -> str:
+    import argparse
+
+    return argparse.SUPPRESS
