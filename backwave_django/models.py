@@ -62,7 +62,6 @@ class Job(models.Model):
                 name="backwave_job_terminal",
                 condition=Q(terminal_at__isnull=False),
             ),
-            models.Index(fields=["wire_name", "state"], name="backwave_job_wire_state"),
         ]
         constraints = [
             models.CheckConstraint(
@@ -89,11 +88,8 @@ class Lease(models.Model):
     expires_at = models.DateTimeField()
 
     class Meta:
-        indexes = [
-            models.Index(fields=["expires_at"], name="backwave_lease_expiry"),
-            models.Index(fields=["queue"], name="backwave_lease_queue"),
-            models.Index(fields=["owner"], name="backwave_lease_owner"),
-        ]
+        # One index besides the key: the expiry sweep (queue, oldest expiry) and a limited queue's count.
+        indexes = [models.Index(fields=["queue", "expires_at"], name="backwave_lease_queue_expiry")]
 
     def __str__(self) -> str:
         return f"lease on job {self.job_id} by {self.owner} (attempt {self.attempt})"

@@ -17,7 +17,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -37,6 +36,7 @@ from ..registry import Registry, UnknownJob
 from ..store import get_store
 from .faults import is_transient
 from .scope import run_attempt
+from .workers import WorkerPool
 
 logger = logging.getLogger("backwave.pump")
 
@@ -115,7 +115,7 @@ class Pump:
         self._poll_pending = False
         self._inflight: dict[int, _Running] = {}
         self._details: dict[tuple[int, int], str] = {}
-        self._pool = ThreadPoolExecutor(group.pool_size, thread_name_prefix=f"backwave-{group.name}-{index}")
+        self._pool: WorkerPool | None = None  # started with the pump
         self._thread = threading.Thread(
             target=self._run, name=f"backwave-pump-{group.name}-{index}", daemon=True
         )
@@ -127,6 +127,7 @@ class Pump:
 
     def start(self) -> None:
         self.started_at = self.clock()
+        self._pool = WorkerPool(self.group.pool_size, f"backwave-{self.group.name}-{self.index}")
         if self.hints:
             self._hint_token = wakeups.subscribe(self.group.queues, self.request_poll)
         self._thread.start()
@@ -344,6 +345,7 @@ class Pump:
             worker_id=self.worker_id,
             cancelled=running.token,
         )
+        assert self._pool is not None, "the pump was not started"
         self._pool.submit(self._attempt, running, registration, arguments, context)
 
     def _attempt(
@@ -400,6 +402,7 @@ class Pump:
         else:
             self.health = STOPPED
         self._record_status()
-        self._pool.shutdown(wait=self.health != HALTED, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.close(wait=self.health != HALTED)
         connections[self.store.using].close()
         self._done.set()
