@@ -19,6 +19,7 @@ from django.core.signals import setting_changed
 
 from .core.dispatch import Policy, Strict, Weighted
 from .core.retry import RetryPolicy
+from .store.contract import MAX_QUEUE_NAME_LENGTH
 
 TOP_LEVEL_KEYS = {"GROUPS", "RETRY", "MAX_PAYLOAD_BYTES", "DATABASE", "HINTS", "MANIFEST_PATH"}
 GROUP_KEYS = {
@@ -102,6 +103,10 @@ def _seconds(value: Any) -> float | None:
     return float(value)
 
 
+def _is_queue_name(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_QUEUE_NAME_LENGTH
+
+
 def _is_count(value: Any, minimum: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
@@ -112,13 +117,13 @@ def _queue_problems(where: str, group: dict[str, Any]) -> list[Problem]:
         return [Problem("backwave.E006", f"{where}['POLICY'] is {policy!r}.", "Use 'strict' or 'weighted'.")]
     if policy == "weighted":
         items = list(queues.items()) if isinstance(queues, dict) else None
-        ok = bool(items) and all(isinstance(q, str) and q and _is_count(w, 1) for q, w in items or [])
+        ok = bool(items) and all(_is_queue_name(q) and _is_count(w, 1) for q, w in items or [])
         hint = "With POLICY 'weighted', write QUEUES as {'queue-name': weight, ...}, each weight an int >= 1."
     else:
         ok = (
             isinstance(queues, list | tuple)
             and bool(queues)
-            and all(isinstance(q, str) and q and len(q) <= 128 for q in queues)
+            and all(_is_queue_name(q) for q in queues)
             and len(set(queues)) == len(queues)
         )
         hint = (
@@ -153,7 +158,8 @@ def _group_problems(name: Any, group: Any) -> list[Problem]:
             seconds = _seconds(group[key])
             if seconds is None or seconds < 0 or (seconds == 0 and not zero_ok):
                 msg = f"{where}[{key!r}] is {group[key]!r}."
-                hint = "Write a number of seconds (e.g. 0.5) or a datetime.timedelta, greater than zero."
+                least = "zero or more" if zero_ok else "greater than zero"
+                hint = f"Write a number of seconds (e.g. 0.5) or a datetime.timedelta, {least}."
                 found.append(Problem("backwave.E008", msg, hint))
     lease = _seconds(group.get("LEASE_DURATION", 60.0))
     beat = _seconds(group.get("HEARTBEAT_INTERVAL", (lease or 60.0) / 3))
@@ -206,7 +212,7 @@ def problems(raw: Any = None) -> list[Problem]:
     manifest = raw.get("MANIFEST_PATH")
     if manifest is not None and not isinstance(manifest, str | Path):
         found.append(
-            Problem("backwave.E013", "BACKWAVE['MANIFEST_PATH'] is not a path.", "Write a str or Path.")
+            Problem("backwave.E015", "BACKWAVE['MANIFEST_PATH'] is not a path.", "Write a str or Path.")
         )
     return found
 
@@ -215,14 +221,15 @@ def _retry_policy(raw: dict[str, Any]) -> RetryPolicy:
     attempts = raw.get("MAX_ATTEMPTS", 10)
     if not _is_count(attempts, 1):
         raise ValueError(f"MAX_ATTEMPTS is {attempts!r}")
-    base, cap = _seconds(raw.get("BACKOFF_BASE", 2.0)), _seconds(raw.get("BACKOFF_CAP", 300.0))
-    if base is None or cap is None:
-        raise TypeError("BACKOFF_BASE and BACKOFF_CAP must be numbers")
+    base, cap = raw.get("BACKOFF_BASE", 2.0), _seconds(raw.get("BACKOFF_CAP", 300.0))
+    if isinstance(base, bool) or not isinstance(base, int | float) or cap is None:
+        raise TypeError("BACKOFF_BASE must be a number and BACKOFF_CAP a number of seconds or a timedelta")
     return RetryPolicy(max_attempts=attempts, backoff_base=base, backoff_cap=cap)
 
 
 def _duration(group: dict[str, Any], key: str, default: float) -> timedelta:
-    return timedelta(seconds=_seconds(group.get(key, default)) or default)
+    seconds = _seconds(group.get(key, default))
+    return timedelta(seconds=default if seconds is None else seconds)
 
 
 def _group(name: str, group: dict[str, Any]) -> GroupSettings:

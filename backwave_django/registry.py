@@ -159,6 +159,14 @@ def _due_at(run_after: datetime | timedelta | None, now: datetime) -> datetime:
     raise TypeError(f"run_after must be an aware datetime or a timedelta, not {type(run_after).__name__}")
 
 
+def _check_options(*, queue: str | None, max_attempts: int | None) -> None:
+    if queue is not None and (not isinstance(queue, str) or not queue or len(queue) > MAX_QUEUE_NAME_LENGTH):
+        raise JobDefinitionError(f"queue {queue!r} must be a name of 1 to {MAX_QUEUE_NAME_LENGTH} characters")
+    bad_count = isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+    if max_attempts is not None and bad_count:
+        raise JobDefinitionError(f"max_attempts must be an int >= 1 or None, not {max_attempts!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class _Options:
     queue: str | None = None
@@ -195,6 +203,7 @@ class JobFunction[**P, R]:
         max_attempts: int | None = None,
     ) -> JobFunction[P, R]:
         """The same job with per-call overrides: another queue, a later start, another attempt ceiling."""
+        _check_options(queue=queue, max_attempts=max_attempts)
         merged = _Options(
             queue=queue if queue is not None else self._options.queue,
             run_after=run_after if run_after is not None else self._options.run_after,
@@ -286,10 +295,7 @@ def job(
             f"wire name {wire_name!r} must be 1 to {MAX_WIRE_NAME_LENGTH} characters, "
             "with no surrounding spaces"
         )
-    if not isinstance(queue, str) or not queue or len(queue) > MAX_QUEUE_NAME_LENGTH:
-        raise JobDefinitionError(f"queue {queue!r} must be a name of 1 to {MAX_QUEUE_NAME_LENGTH} characters")
-    if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
-        raise JobDefinitionError(f"max_attempts must be an int >= 1 or None, not {max_attempts!r}")
+    _check_options(queue=queue, max_attempts=max_attempts)
 
     def decorate(target: Callable[P, R]) -> JobFunction[P, R]:
         is_class = inspect.isclass(target)

@@ -18,6 +18,7 @@ Its scheduling decisions are the production Pump's, because both obey the same D
 
 from __future__ import annotations
 
+import traceback
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Min
 from django.utils import timezone
 
@@ -38,6 +40,7 @@ from .core.records import ClaimedJob
 from .core.retry import RetryPolicy
 from .core.states import State
 from .registry import Registry, UnknownJob, registry
+from .shell.scope import AttemptResult
 from .store import get_store
 
 MAX_STEPS = 100_000
@@ -50,7 +53,7 @@ class Execution:
     job_id: int
     wire_name: str
     attempt: int
-    outcome: str  # succeeded, failed, cancelled or unroutable
+    outcome: str  # succeeded, failed or unroutable
     error: BaseException | None = None
 
 
@@ -76,7 +79,8 @@ class TestPump:
         if queues is None:
             queues = sorted({*(r.queue for r in registry.all()), *settings.served_queues(), "default"})
         self.queues = tuple(queues)
-        self.now = start or timezone.now()
+        self._now = start or timezone.now()
+        self._follows_wall_clock = start is None
         self.worker_id = worker_id
         self.registry = registry
         self.store = get_store(using or settings.database)
@@ -92,6 +96,18 @@ class TestPump:
         )
         self.executions: list[Execution] = []
         self._details: dict[int, str] = {}
+
+    @property
+    def now(self) -> datetime:
+        """Virtual time. Without an explicit ``start`` it never lags the wall clock, so a job the test has
+        just enqueued (stamped with the real time) is due at once."""
+        if self._follows_wall_clock:
+            self._now = max(self._now, timezone.now())
+        return self._now
+
+    @now.setter
+    def now(self, value: datetime) -> None:
+        self._now = value
 
     def __enter__(self) -> TestPump:
         return self
@@ -129,15 +145,14 @@ class TestPump:
 
     def next_activity(self) -> datetime | None:
         """The earliest future due time or lease expiry in the served queues, or None."""
-        jobs = self.store_queryset("Job").filter(
-            state=State.SCHEDULED, queue__in=self.queues, due_at__gt=self.now
-        )
-        leases = self.store_queryset("Lease").filter(queue__in=self.queues, expires_at__gt=self.now)
+        now = self.now
+        jobs = self._queryset("Job").filter(state=State.SCHEDULED, queue__in=self.queues, due_at__gt=now)
+        leases = self._queryset("Lease").filter(queue__in=self.queues, expires_at__gt=now)
         times = [jobs.aggregate(t=Min("due_at"))["t"], leases.aggregate(t=Min("expires_at"))["t"]]
         present = [t for t in times if t is not None]
         return min(present) if present else None
 
-    def store_queryset(self, model: str) -> Any:
+    def _queryset(self, model: str) -> Any:
         from . import models
 
         return getattr(models, model).objects.using(self.store.using)
@@ -203,13 +218,17 @@ class TestPump:
             max_attempts=job.max_attempts, worker_id=self.worker_id,
         )  # fmt: skip
         try:
-            try:
-                registration.execute(arguments, context)
-            finally:
-                context.scope.close()
+            # A savepoint per handler: a handler that breaks the transaction (an IntegrityError on
+            # PostgreSQL, say) fails its Attempt without poisoning the test's own transaction.
+            with transaction.atomic(using=self.store.using):
+                try:
+                    registration.execute(arguments, context)
+                finally:
+                    context.scope.close()
         except Exception as exc:
             self.executions.append(Execution(job.id, job.wire_name, job.attempt, "failed", exc))
-            self._details[job.id] = f"{type(exc).__name__}: {exc}"
-            return ev.ExecutionFailed(now=now, job_id=job.id, message=f"{type(exc).__name__}: {exc}"[:500])
+            result = AttemptResult(error=exc, detail="".join(traceback.format_exception(exc)))
+            self._details[job.id] = result.detail
+            return ev.ExecutionFailed(now=now, job_id=job.id, message=result.message)
         self.executions.append(Execution(job.id, job.wire_name, job.attempt, "succeeded"))
         return ev.ExecutionSucceeded(now=now, job_id=job.id)

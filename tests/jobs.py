@@ -86,8 +86,12 @@ class Resource:
 def scoped_function(fail: bool, context: JobContext) -> None:
     record(context)
     context.scope.callback(disposed.append, ("callback", context.job_id))
-    first = context.scope.resource(lambda: Resource(context.job_id))
-    assert context.scope.resource(lambda: Resource(-1)) is not first or True
+
+    def factory() -> Resource:
+        return Resource(context.job_id)
+
+    first = context.scope.resource(factory)
+    assert context.scope.resource(factory) is first  # built once per Attempt
     if fail:
         raise RuntimeError("failing after registering clean-ups")
 

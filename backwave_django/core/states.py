@@ -23,7 +23,7 @@ class State(enum.StrEnum):
 
 TERMINAL_STATES = frozenset({State.SUCCEEDED, State.CANCELLED, State.DEAD_LETTERED, State.QUARANTINED})
 
-#: States a job may be born in.
+#: States a job may be born in (awaiting_parent and cancelled belong to job dependencies, not built yet).
 INITIAL_STATES = frozenset({State.SCHEDULED, State.AWAITING_PARENT, State.CANCELLED})
 
 #: Every legal move, with who makes it. Anything not listed here is a bug in the store.
@@ -38,7 +38,10 @@ TRANSITIONS: dict[tuple[State, State], str] = {
         State.SCHEDULED,
     ): "a failure or expired lease with attempts left, or a release at shutdown",
     (State.LEASED, State.DEAD_LETTERED): "a failure or expired lease at the attempt ceiling",
-    (State.LEASED, State.CANCELLED): "the handler observed an operator cancel",
+    (
+        State.LEASED,
+        State.CANCELLED,
+    ): "a cancel was requested: the handler stopped, failed, or its lease ended",
     (State.LEASED, State.QUARANTINED): "no handler for the wire name, or a payload that no longer decodes",
     (State.DEAD_LETTERED, State.SCHEDULED): "an operator requeue (attempt reset to 0)",
     (State.QUARANTINED, State.SCHEDULED): "an operator requeue (attempt reset to 0)",

@@ -30,9 +30,12 @@ class GroupHealth:
     pumps: int
     halted: int
     degraded: int
+    stopped: int = 0
 
     @property
     def state(self) -> str:
+        if self.stopped == self.pumps:
+            return "stopped"
         if self.halted == self.pumps:
             return "halted"
         if self.halted:
@@ -95,7 +98,8 @@ class Node:
             pumps = [p for p in self.pumps if p.group is group]
             halted = sum(p.health == HALTED for p in pumps)
             degraded = sum(p.health == "degraded" for p in pumps)
-            found.append(GroupHealth(group.name, len(pumps), halted, degraded))
+            stopped = sum(p.health == "stopped" for p in pumps)
+            found.append(GroupHealth(group.name, len(pumps), halted, degraded, stopped))
         return found
 
     def idle(self, horizon: float) -> bool:

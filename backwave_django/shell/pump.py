@@ -35,7 +35,7 @@ from ..core.retry import RetryPolicy
 from ..registry import Registry, UnknownJob
 from ..store import get_store
 from .faults import is_transient
-from .scope import run_attempt
+from .scope import AttemptResult, run_attempt
 from .workers import WorkerPool
 
 logger = logging.getLogger("backwave.pump")
@@ -351,8 +351,11 @@ class Pump:
     def _attempt(
         self, running: _Running, registration: Any, arguments: dict[str, Any], context: JobContext
     ) -> None:
-        result = run_attempt(registration, arguments, context)
         job = running.job
+        try:
+            result = run_attempt(registration, arguments, context)
+        except BaseException as exc:  # never leave a job without an outcome, whatever broke
+            result = AttemptResult(error=exc, detail=f"{type(exc).__name__}: {exc}")
         with self._gate:
             ours = self._inflight.get(job.id) is running
             if ours:
@@ -367,6 +370,10 @@ class Pump:
         else:
             self._details[(job.id, job.attempt)] = result.detail
             event = ev.ExecutionFailed(now=now, job_id=job.id, message=result.message)
+            logger.warning(
+                "job %s (%s) attempt %d/%d failed: %s",
+                job.id, job.wire_name, job.attempt, job.max_attempts, result.message,
+            )  # fmt: skip
         self._events.put(event)
 
     # -- health ----------------------------------------------------------------------------------------

@@ -85,7 +85,11 @@ def run_attempt(
             if result.error is None:
                 result = AttemptResult(error=exc, detail="".join(traceback.format_exception(exc)))
         try:
-            attempt_finished.send(sender=registration, context=context)
+            for receiver, error in attempt_finished.send_robust(sender=registration, context=context):
+                if isinstance(error, Exception):
+                    logger.error(
+                        "an attempt_finished receiver (%r) raised: %r", receiver, error, exc_info=error
+                    )
         finally:
             close_connections()
     return result

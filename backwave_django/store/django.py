@@ -238,10 +238,8 @@ class DjangoStore:
             values: dict[str, Any] = {"state": state}
             if state == State.SCHEDULED:
                 values.update(due_at=due_at)
-            else:
-                values.update(terminal_at=now, terminal_cause=cause)
-            if state == State.CANCELLED:
-                values.update(cancel_requested=False)
+            else:  # a finished job has nothing left to cancel
+                values.update(terminal_at=now, terminal_cause=cause, cancel_requested=False)
             if attempt_delta:
                 values.update(attempt=F("attempt") + attempt_delta)
             updated = jobs.filter(id__in=ids, state=State.LEASED).update(**values)

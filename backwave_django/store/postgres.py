@@ -82,7 +82,7 @@ moved AS (
         due_at = CASE WHEN c.state = 'scheduled' THEN c.due_at ELSE j.due_at END,
         terminal_at = CASE WHEN c.state = 'scheduled' THEN NULL ELSE %(now)s END,
         terminal_cause = CASE WHEN c.state = 'scheduled' THEN j.terminal_cause ELSE c.cause END,
-        cancel_requested = CASE WHEN c.state = 'cancelled' THEN false ELSE j.cancel_requested END
+        cancel_requested = CASE WHEN c.state = 'scheduled' THEN j.cancel_requested ELSE false END
     FROM {source}
     WHERE j.id = c.job_id AND j.state = 'leased' {guard}
     RETURNING j.id

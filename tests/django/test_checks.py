@@ -40,6 +40,9 @@ def ids(settings, value):
         ({"MAX_PAYLOAD_BYTES": -1}, ["backwave.E011"]),
         ({"DATABASE": "elsewhere"}, ["backwave.E012"]),
         ({"HINTS": "yes"}, ["backwave.E013"]),
+        ({"MANIFEST_PATH": 3}, ["backwave.E015"]),
+        ({"GROUPS": {"g": {"QUEUES": {"q" * 129: 1}, "POLICY": "weighted"}}}, ["backwave.E005"]),
+        ({"RETRY": {"BACKOFF_BASE": "2"}}, ["backwave.E010"]),
     ],
 )
 def test_a_wrong_setting_is_a_check_error_with_its_id(settings, value, expected):
@@ -89,3 +92,8 @@ def test_a_job_on_a_queue_no_group_serves_is_a_warning(settings):
     settings.BACKWAVE = {"GROUPS": {"g": {"QUEUES": ["other"]}}}
     warnings = [m for m in check_settings() if m.id == "backwave.W001"]
     assert any("tests.add" in m.msg for m in warnings)
+
+
+def test_a_zero_shutdown_grace_means_no_grace_at_all(settings):
+    settings.BACKWAVE = {"GROUPS": {"g": {"SHUTDOWN_GRACE": 0}}}
+    assert conf.get().groups["g"].shutdown_grace == dt.timedelta(0)

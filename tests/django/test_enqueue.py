@@ -130,3 +130,13 @@ def test_enqueue_inside_a_committed_transaction_commits_with_the_callers_writes(
         job = jobs.add.enqueue(a=user.id, b=0)
     assert Job.objects.filter(id=job.id).exists()
     assert User.objects.filter(id=user.id).exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "match"), [({"queue": ""}, "queue"), ({"max_attempts": 0}, "max_attempts")]
+)
+def test_bad_per_call_overrides_are_refused(db, options, match):
+    from backwave_django import JobDefinitionError
+
+    with pytest.raises(JobDefinitionError, match=match):
+        jobs.add.using(**options)

@@ -30,3 +30,33 @@ def test_fixture_dead_letters_at_the_ceiling(backwave_pump):
     assert job.state == Job.State.DEAD_LETTERED
     assert job.attempt == 2
     assert "ValueError: always" in job.terminal_cause
+
+
+def test_a_job_enqueued_after_the_pump_was_made_is_due_at_once(backwave_pump):
+    job = jobs.add.enqueue(a=1, b=2)
+    assert [e.outcome for e in backwave_pump.run_due()] == ["succeeded"]
+    assert Job.objects.get(id=job.id).state == Job.State.SUCCEEDED
+
+
+def test_a_handler_that_breaks_the_transaction_fails_only_its_attempt(db):
+    from django.contrib.auth.models import Group
+
+    from backwave_django import job
+    from backwave_django.registry import registry
+
+    Group.objects.create(name="taken")
+
+    @job("tests.duplicate-group", max_attempts=1)
+    def duplicate() -> None:
+        Group.objects.create(name="taken")  # IntegrityError: breaks the transaction on PostgreSQL
+
+    try:
+        created = duplicate.enqueue()
+        with TestPump() as pump:
+            assert [e.outcome for e in pump.run_due()] == ["failed"]
+        stored = Job.objects.get(id=created.id)
+        assert stored.state == Job.State.DEAD_LETTERED
+        assert "IntegrityError" in stored.terminal_cause
+        assert "Traceback" in Outcome.objects.get(job=stored).detail
+    finally:
+        registry.unregister("tests.duplicate-group")
