@@ -42,7 +42,7 @@ class Command(BaseCommand):
             "--grace",
             type=float,
             default=None,
-            help="Seconds running jobs may finish at shutdown (default: the longest SHUTDOWN_GRACE of the groups).",
+            help="Seconds running jobs may finish at shutdown (default: the longest SHUTDOWN_GRACE).",
         )
         parser.add_argument("--no-hints", action="store_true", help="Poll only; ignore wake-up hints.")
 
