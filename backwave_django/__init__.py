@@ -4,8 +4,22 @@ The public API is what this module lists in ``__all__``. Importing it before ``d
 never imports models.
 """
 
+from typing import Any
+
 from .context import AttemptScope, JobCancelled, JobContext
 from .registry import JobDefinitionError, JobFunction, JobRegistration, UnknownJob, job, registry
+
+_OPERATIONS = ("cancel_job", "requeue_job", "pause_queue", "resume_queue", "set_concurrency_limit")
+
+
+def __getattr__(name: str) -> Any:
+    """The operator actions load the store (and models) only when first used, after django.setup()."""
+    if name in _OPERATIONS:
+        from . import operations
+
+        return getattr(operations, name)
+    raise AttributeError(f"module 'backwave_django' has no attribute {name!r}")
+
 
 __all__ = [
     "AttemptScope",
@@ -15,6 +29,11 @@ __all__ = [
     "JobFunction",
     "JobRegistration",
     "UnknownJob",
+    "cancel_job",
     "job",
+    "pause_queue",
     "registry",
+    "requeue_job",
+    "resume_queue",
+    "set_concurrency_limit",
 ]

@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import connections
 from django.utils import timezone
@@ -22,6 +23,8 @@ from .listener import HintListener
 from .pump import HALTED, Pump
 
 logger = logging.getLogger("backwave.node")
+#: Pump status rows that have not beaten for this long are deleted when a node starts.
+FORGET_PUMPS_AFTER = timedelta(days=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,7 @@ class Node:
         return sorted({queue for group in self.groups for queue in group.queues})
 
     def start(self) -> None:
+        self.store.forget_pumps(silent_since=timezone.now() - FORGET_PUMPS_AFTER)
         if self.listener:
             self.listener.start()
         for pump in self.pumps:

@@ -402,6 +402,11 @@ class DjangoStore:
             },
         )
 
+    def forget_pumps(self, *, silent_since: datetime) -> int:
+        """Delete the status rows of pumps that have not beaten since ``silent_since``."""
+        stale = PumpStatus.objects.using(self.using).filter(last_beat_at__lt=silent_since)
+        return int(stale.delete()[0])
+
     # -- reads -------------------------------------------------------------------------------------
 
     def next_due(self, queues: Sequence[str], *, now: datetime) -> datetime | None:

@@ -19,6 +19,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--group", action="append", dest="groups", help="Only these groups (default: all configured)."
         )
+        parser.add_argument(
+            "--host", help="Only pumps on this host (e.g. $(hostname)), for a per-machine probe."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         settings = conf.get()
@@ -31,6 +34,8 @@ class Command(BaseCommand):
                 raise CommandError(f"unknown group {name!r}; configured: {sorted(settings.groups)}")
             silent_after = max(group.heartbeat_interval * 3, timedelta(seconds=15))
             rows = PumpStatus.objects.using(settings.database).filter(group=name).exclude(health="stopped")
+            if options["host"]:
+                rows = rows.filter(host=options["host"])
             live = []
             for row in rows.order_by("worker_id"):
                 silent = now - row.last_beat_at > silent_after
