@@ -95,11 +95,15 @@ def test_a_payload_over_the_size_limit_is_refused(db, settings):
 
 
 def test_enqueue_many_writes_every_job_in_one_round_trip(db, django_assert_max_num_queries):
-    with django_assert_max_num_queries(4):  # BEGIN/INSERT/NOTIFY/COMMIT at most
-        created = jobs.add.enqueue_many([{"a": n, "b": n} for n in range(200)])
-    assert len(created) == 200
-    assert [codec.decode(j.payload)["a"] for j in created] == list(range(200))
-    assert Job.objects.count() == 200
+    from django.db import connection
+
+    # PostgreSQL: one statement (insert and hint). SQLite: one insert in a savepoint; Django 5.2
+    # splits inserts at 999 parameters (90 rows), so the batch is kept under that here.
+    with django_assert_max_num_queries(1 if connection.vendor == "postgresql" else 4):
+        created = jobs.add.enqueue_many([{"a": n, "b": n} for n in range(80)])
+    assert len(created) == 80
+    assert [codec.decode(j.payload)["a"] for j in created] == list(range(80))
+    assert Job.objects.count() == 80
 
 
 def test_enqueue_many_refuses_the_whole_batch_when_one_call_is_bad(db):
