@@ -107,7 +107,7 @@ class Outcome(models.Model):
         RELEASED = "released"
 
     id = models.BigAutoField(primary_key=True)
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="outcomes")
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="outcomes", db_index=False)
     attempt = models.PositiveIntegerField()
     worker = models.CharField(max_length=255, blank=True, default="")
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -117,6 +117,7 @@ class Outcome(models.Model):
     recorded_at = models.DateTimeField()
 
     class Meta:
+        # (job, attempt) also serves the foreign key's lookups, so the key gets no index of its own.
         indexes = [models.Index(fields=["job", "attempt"], name="backwave_outcome_job")]
 
     def __str__(self) -> str:
