@@ -34,7 +34,7 @@ from . import codec, conf
 from .context import JobContext
 from .core import commands as cmd
 from .core import events as ev
-from .core.dispatch import Strict
+from .core.dispatch import Policy, Strict
 from .core.driver import DriverConfig, NodeDriver
 from .core.records import ClaimedJob
 from .core.retry import RetryPolicy
@@ -66,6 +66,7 @@ class TestPump:
         self,
         *,
         queues: Sequence[str] | None = None,
+        policy: Policy | None = None,
         start: datetime | None = None,
         worker_id: str = "test-node",
         pool_size: int = 20,
@@ -76,7 +77,9 @@ class TestPump:
         using: str | None = None,
     ) -> None:
         settings = conf.get()
-        if queues is None:
+        if policy is not None:
+            queues = policy.served_queues
+        elif queues is None:
             queues = sorted({*(r.queue for r in registry.all()), *settings.served_queues(), "default"})
         self.queues = tuple(queues)
         self._now = start or timezone.now()
@@ -86,7 +89,7 @@ class TestPump:
         self.store = get_store(using or settings.database)
         self.driver = NodeDriver(
             DriverConfig(
-                policy=Strict(self.queues),
+                policy=policy or Strict(self.queues),
                 pool_size=pool_size,
                 max_claim_batch=max_claim_batch,
                 lease_duration=lease_duration,

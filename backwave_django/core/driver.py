@@ -112,6 +112,10 @@ class NodeDriver:
             return self._flush()
         available = self.available  # sized before the flush: buffered outcomes still hold leases
         commands = self._flush()
+        if self.reservations:
+            # A claim is in flight: its completion continues the pass (or refills, when it came back
+            # full). Planning a new pass now would restart a Weighted rotation from its first queue.
+            return commands
         plan = self.config.policy.plan(available)
         self.pending_claims = deque(plan[1:])
         if plan:

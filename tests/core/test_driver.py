@@ -185,8 +185,8 @@ CLAIM_SIZING = [
     scenario("the first poll claims up to max_claim_batch", [(poll(), [claim(3)])]),
     scenario("a pool smaller than the batch caps the claim", [(poll(), [claim(2)])], pool_size=2),
     scenario(
-        "an in-flight claim reserves its slots",
-        [(poll(), [claim(3)]), (poll(), [claim(1)]), (poll(), [])],
+        "a poll while a claim is in flight claims nothing more: that claim continues the pass",
+        [(poll(), [claim(3)]), (poll(), []), (claimed(), []), (poll(), [claim(3)])],
     ),
     scenario(
         "claimed jobs hold their slots while they run",
@@ -232,17 +232,6 @@ CLAIM_SIZING = [
     scenario(
         "a failed claim gives its reservation back",
         [(poll(), [claim(3)]), (claimed(failed=True), []), (poll(), [claim(3)])],
-    ),
-    scenario(
-        "each completion releases exactly one reservation, the oldest",
-        [
-            (poll(), [claim(3)]),
-            (poll(), [claim(1)]),
-            (claimed(), []),  # releases the 3: one slot stays reserved
-            (poll(), [claim(3)]),
-            (claimed(), []),  # releases the 1: three stay reserved
-            (poll(), [claim(1)]),
-        ],
     ),
     scenario(
         "a claim that returns fewer jobs frees the rest of its reservation",
@@ -632,15 +621,6 @@ FULL_CLAIMS = [
             (claimed(3, 4), [*execute(3, 4), REPOLL]),  # two of two: full
         ],
         max_outcome_batch=1,
-    ),
-    scenario(
-        "slots reserved by another claim in flight count as taken",
-        [
-            (poll(), [claim(3)]),
-            (poll(), [claim(1)]),
-            (claimed(1, 2, 3), execute(1, 2, 3)),  # the other claim holds the last slot
-            (claimed(4), execute(4)),
-        ],
     ),
     scenario(
         "a store that returns more jobs than reserved still counts as full",

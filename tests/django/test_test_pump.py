@@ -60,3 +60,19 @@ def test_a_handler_that_breaks_the_transaction_fails_only_its_attempt(db):
         assert "Traceback" in Outcome.objects.get(job=stored).detail
     finally:
         registry.unregister("tests.duplicate-group")
+
+
+def test_a_weighted_policy_shares_the_pool_six_three_one_on_the_real_store(db):
+    from backwave_django.core.dispatch import Weighted
+
+    for queue, count in (("a", 600), ("b", 300), ("c", 100)):
+        jobs.noop.using(queue=queue).enqueue_many([{}] * count)
+    with TestPump(policy=Weighted((("a", 6), ("b", 3), ("c", 1))), pool_size=10, max_claim_batch=10) as pump:
+        ran = pump.run_due()
+    queue_of = dict(Job.objects.values_list("id", "queue"))
+    order = [queue_of[e.job_id] for e in ran]
+    assert len(order) == 1000
+    for done in range(10, 1001, 10):  # at every point of the run the shares stay within a pass of 6:3:1
+        prefix = order[:done]
+        for queue, weight in (("a", 6), ("b", 3), ("c", 1)):
+            assert abs(prefix.count(queue) - done * weight / 10) <= 10, (done, queue)
