@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def worker_env() -> dict[str, str]:
+def worker_env(**group: object) -> dict[str, str]:
     """Environment for a ``backwave_pump`` process that uses this test's database and the tests' jobs."""
     db = connection.settings_dict
     if connection.vendor == "postgresql":
@@ -37,16 +38,22 @@ def worker_env() -> dict[str, str]:
                 "POLL_INTERVAL": 0.1,
                 "LEASE_DURATION": 2,
                 "MAINTENANCE_INTERVAL": 0.2,
+                **group,
             }
         }
     }
     return {**os.environ, "DATABASE_URL": url, "EXTRA_APPS": "tests", "BACKWAVE_JSON": json.dumps(settings)}
 
 
-def start_worker(*extra: str) -> subprocess.Popen[str]:
+def start_worker(*extra: str, **group: object) -> subprocess.Popen[str]:
     command = [sys.executable, str(ROOT / "testproject" / "manage.py"), "backwave_pump", *extra]
     return subprocess.Popen(
-        command, cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command,
+        cwd=ROOT,
+        env=worker_env(**group),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 
@@ -72,3 +79,36 @@ def test_jobs_of_a_killed_worker_are_finished_by_another_after_their_leases_laps
         assert [(a, k) for a, k, _ in trail] == [(1, "expired"), (2, "succeeded")]
         assert trail[0][2] in owners and trail[1][2] not in owners
         assert Job.objects.get(id=job.id).attempt == 2
+
+
+def test_sigterm_drains_then_releases_what_outlives_the_grace_period():
+    short = jobs.sleep.using(queue="default").enqueue(seconds=0.3)
+    long = jobs.sleep.using(queue="default").enqueue(seconds=60)
+    worker = start_worker(SHUTDOWN_GRACE=1.5, LEASE_DURATION=30)
+    try:
+        wait_until(lambda: Lease.objects.count() == 2, timeout=30)
+        worker.send_signal(signal.SIGTERM)
+        output, _ = worker.communicate(timeout=30)
+    finally:
+        worker.kill()
+    assert worker.returncode == 0, output
+    assert "draining" in output
+    assert Job.objects.get(id=short.id).state == "succeeded"  # finished within the grace period
+    released = Job.objects.get(id=long.id)
+    assert (released.state, released.attempt) == ("scheduled", 0)  # back at once, no attempt charged
+    assert Outcome.objects.get(job=released).kind == "released"
+
+
+def test_a_second_signal_exits_at_once():
+    jobs.sleep.using(queue="default").enqueue(seconds=60)
+    worker = start_worker(SHUTDOWN_GRACE=120, LEASE_DURATION=30)
+    try:
+        wait_until(lambda: Lease.objects.count() == 1, timeout=30)
+        worker.send_signal(signal.SIGTERM)
+        time.sleep(0.5)  # the first signal starts a 120 s drain; the second must not wait for it
+        worker.send_signal(signal.SIGTERM)
+        output, _ = worker.communicate(timeout=10)
+    finally:
+        worker.kill()
+    assert worker.returncode == 1, output
+    assert "exiting at once" in output
