@@ -23,7 +23,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from django.db import connection, connections
@@ -67,8 +66,8 @@ class Options:
     workload: str = "noop"  # noop or sleep (10 ms)
     processes: int = 1
     pumps: int = 1
-    pool_size: int = 64
-    max_claim_batch: int = 32
+    pool_size: int = 256
+    max_claim_batch: int = 256
     poll_interval: float = 0.05
     runs: int = 3
     latency_jobs: int = 200
@@ -127,14 +126,26 @@ def worker_group(options: Options) -> dict[str, Any]:
     }
 
 
-@contextmanager
-def workers(options: Options, manage: Path) -> Iterator[list[subprocess.Popen[str]]]:
-    """Start ``options.processes`` worker processes and wait until each says it is ready."""
+def worker_command(options: Options) -> tuple[list[str], dict[str, str]]:
+    """``python -m django backwave_bench --worker ...`` with this process's settings module and path."""
+    from django.conf import settings
+
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE,
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+    }
     group = json.dumps(worker_group(options))
-    command = [sys.executable, str(manage), "backwave_bench", "--worker", group]
+    return [sys.executable, "-m", "django", "backwave_bench", "--worker", group], env
+
+
+@contextmanager
+def workers(options: Options) -> Iterator[list[subprocess.Popen[str]]]:
+    """Start ``options.processes`` worker processes and wait until each says it is ready."""
+    command, env = worker_command(options)
     errors = tempfile.TemporaryFile("w+")  # noqa: SIM115  (closed in the finally below)
     procs = [
-        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True, bufsize=1)
+        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=errors, text=True, bufsize=1)
         for _ in range(options.processes)
     ]
     try:
@@ -154,6 +165,8 @@ def workers(options: Options, manage: Path) -> Iterator[list[subprocess.Popen[st
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+            if proc.stdout is not None:
+                proc.stdout.close()
         errors.close()
 
 
@@ -196,10 +209,10 @@ def preload(options: Options, store: DjangoStore) -> None:
     connection.close()
 
 
-def drain_once(options: Options, manage: Path) -> dict[str, float]:
+def drain_once(options: Options) -> dict[str, float]:
     store = DjangoStore(connection.alias)
     preload(options, store)
-    with workers(options, manage) as procs:
+    with workers(options) as procs:
         started = timezone.now()
         store.resume_queue(QUEUE, actor=ACTOR, now=started)
         live = Job.objects.filter(queue=QUEUE).exclude(state="succeeded")
@@ -223,22 +236,22 @@ def drain_once(options: Options, manage: Path) -> dict[str, float]:
     }
 
 
-def drain(options: Options, manage: Path) -> dict[str, float]:
+def drain(options: Options) -> dict[str, float]:
     """Warm-up run (discarded), then the median of ``runs`` runs."""
-    drain_once(Options(**{**asdict(options), "jobs": min(options.jobs, 2000)}), manage)
-    runs = [drain_once(options, manage) for _ in range(options.runs)]
+    drain_once(Options(**{**asdict(options), "jobs": min(options.jobs, 2000)}))
+    runs = [drain_once(options) for _ in range(options.runs)]
     keys = runs[0].keys()
     figures = {key: statistics.median(run[key] for run in runs) for key in keys}
     figures["runs"] = [round(run["jobs_per_s"]) for run in runs]  # type: ignore[assignment]
     return figures
 
 
-def pickup_latency(options: Options, manage: Path) -> dict[str, float]:
+def pickup_latency(options: Options) -> dict[str, float]:
     reset()
     single = Options(**{**asdict(options), "processes": 1})
     committed: dict[int, float] = {}
     latencies: list[float] = []
-    with workers(single, manage) as procs:
+    with workers(single) as procs:
         time.sleep(0.5)  # idle: the first polls have come and gone
         for _ in range(options.latency_jobs):
             created = stamp.enqueue()

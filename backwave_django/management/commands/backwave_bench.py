@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -24,8 +23,8 @@ class Command(BaseCommand):
         add("--workload", choices=["noop", "sleep"], default="noop", help="noop, or a 10 ms sleep per job.")
         add("--processes", type=int, default=1, help="Worker processes for the drain (1).")
         add("--pumps", type=int, default=1, help="PUMPS per worker process (1).")
-        add("--pool-size", type=int, default=64, help="POOL_SIZE per Pump (64).")
-        add("--max-claim-batch", type=int, default=32, help="MAX_CLAIM_BATCH (32).")
+        add("--pool-size", type=int, default=256, help="POOL_SIZE per Pump (256).")
+        add("--max-claim-batch", type=int, default=256, help="MAX_CLAIM_BATCH (256).")
         add("--poll-interval", type=float, default=0.05, help="POLL_INTERVAL in seconds (0.05).")
         add("--runs", type=int, default=3, help="Measured drain runs; the median is reported (3).")
         add("--latency-jobs", type=int, default=200, help="Jobs for the pickup latency (200).")
@@ -52,7 +51,6 @@ class Command(BaseCommand):
             scale_rows=options["scale_rows"],
             figures=tuple(options["only"] or FIGURES),
         )
-        manage = Path(__import__("sys").argv[0]).resolve()
         results = bench.Results(settings=bench.asdict(opts), machine=bench.machine())
         say = (lambda line: None) if options["json"] else self.stdout.write
         say(f"backwave_bench on {results.machine['database']}, {results.machine['cores']} cores, "
@@ -65,7 +63,7 @@ class Command(BaseCommand):
                 f"{figure['bulk_per_s']:,.0f} jobs/s bulk"
             )
         if "drain" in opts.figures or "scale" in opts.figures:
-            figure = results.figures["drain"] = bench.drain(opts, manage)
+            figure = results.figures["drain"] = bench.drain(opts)
             shape = f"{opts.processes} process(es) x {opts.pumps} pump(s) x pool {opts.pool_size}"
             say(
                 f"drain ({opts.workload}, {shape}): {figure['jobs_per_s']:,.0f} jobs/s "
@@ -74,7 +72,7 @@ class Command(BaseCommand):
                 f"worker peak RSS {figure['peak_rss_mb']:.0f} MB"
             )
         if "latency" in opts.figures:
-            figure = results.figures["latency"] = bench.pickup_latency(opts, manage)
+            figure = results.figures["latency"] = bench.pickup_latency(opts)
             say(
                 f"pickup latency (idle, hints on): p50 {figure['p50_ms']:.1f} ms, "
                 f"p99 {figure['p99_ms']:.1f} ms, max {figure['max_ms']:.1f} ms"
@@ -82,7 +80,7 @@ class Command(BaseCommand):
         if "scale" in opts.figures and opts.scale_rows:
             bench.fill_succeeded(opts.scale_rows)
             try:
-                figure = results.figures["scale"] = bench.drain(opts, manage)
+                figure = results.figures["scale"] = bench.drain(opts)
             finally:
                 bench.drop_history()
             ratio = figure["jobs_per_s"] / results.figures["drain"]["jobs_per_s"]
@@ -91,6 +89,7 @@ class Command(BaseCommand):
                 f"claim cost at scale ({opts.scale_rows:,} succeeded rows): "
                 f"{figure['jobs_per_s']:,.0f} jobs/s, {ratio:.2f}x the empty-table rate"
             )
+        bench.reset()
         connection.close()
         if options["json"]:
             self.stdout.write(results.as_json())
