@@ -124,11 +124,16 @@ class DjangoStore:
 
     # -- claim -------------------------------------------------------------------------------------
 
-    def _settings_for(self, queues: Sequence[str], *, shared_lock: bool) -> dict[str, QueueSettings]:
-        if shared_lock and self.is_postgres:
+    def _queue_settings(self, queues: Sequence[str]) -> dict[str, tuple[bool, int | None]]:
+        """(paused, limit) of the queues that have settings. On PostgreSQL the queues' advisory locks are
+        taken shared first, in their own statement, so this read sees any operator change committed."""
+        if self.is_postgres:
             self._execute(LOCK_QUEUES_SHARED, [ADVISORY_CLASS, list(queues)])
         found = QueueSettings.objects.using(self.using).filter(queue__in=queues)
-        return {s.queue: s for s in found}
+        return {
+            q: (paused, limit)
+            for q, paused, limit in found.values_list("queue", "paused", "concurrency_limit")
+        }
 
     def claim(
         self,
@@ -143,19 +148,27 @@ class DjangoStore:
             return []
         claimed: list[ClaimedJob] = []
         with self._write():
-            settings = self._settings_for(queues, shared_lock=True)
+            settings = self._queue_settings(queues)
             for queue in queues:
                 take = max_jobs - len(claimed)
                 if take <= 0:
                     break
-                config = settings.get(queue)
-                if config is not None and config.paused:
+                paused, limit = settings.get(queue, (False, None))
+                if paused:
                     continue
-                if config is not None and config.concurrency_limit is not None:
+                if limit is not None:  # limited claimers serialize on the settings row
                     take = min(take, self._free_slots(queue))
-                if take > 0:
-                    claimed += self._claim_queue(worker_id, queue, take, lease_duration, now)
+                    if take > 0:
+                        claimed += self._claim_queue(worker_id, queue, take, lease_duration, now)
+                else:
+                    claimed += self._claim_unlimited(worker_id, queue, take, lease_duration, now)
         return claimed
+
+    def _claim_unlimited(
+        self, worker_id: str, queue: str, take: int, lease_duration: timedelta, now: datetime
+    ) -> list[ClaimedJob]:
+        """A queue with no limit (as far as this transaction has read): the store's fastest claim."""
+        return self._claim_queue(worker_id, queue, take, lease_duration, now)
 
     def _free_slots(self, queue: str) -> int:
         """Slots left under a queue's limit, read under its settings row lock (limited claimers serialize)."""

@@ -175,38 +175,21 @@ class PostgresStore(DjangoStore):
             rows.append(row)
         return rows
 
-    def claim(
-        self,
-        *,
-        worker_id: str,
-        queues: Sequence[str],
-        max_jobs: int,
-        lease_duration: timedelta,
-        now: datetime,
+    def _queue_settings(self, queues: Sequence[str]) -> dict[str, tuple[bool, int | None]]:
+        rows = self._rows(LOCK_AND_READ_SETTINGS, [ADVISORY_CLASS, list(queues)])
+        return {q: (paused, limit) for q, _, paused, limit in rows if paused is not None}
+
+    def _claim_unlimited(
+        self, worker_id: str, queue: str, take: int, lease_duration: timedelta, now: datetime
     ) -> list[ClaimedJob]:
-        if max_jobs <= 0 or not queues:
-            return []
-        claimed: list[ClaimedJob] = []
-        with transaction.atomic(using=self.using):
-            settings = {q: (paused, limit) for q, _, paused, limit in self._rows(
-                LOCK_AND_READ_SETTINGS, [ADVISORY_CLASS, list(queues)]
-            )}  # fmt: skip
-            for queue in queues:
-                take = max_jobs - len(claimed)
-                if take <= 0:
-                    break
-                paused, limit = settings.get(queue, (None, None))
-                if paused:
-                    continue
-                if limit is not None:  # rare: the portable path serializes on the settings row
-                    take = min(take, self._free_slots(queue))
-                    if take > 0:
-                        claimed += self._claim_queue(worker_id, queue, take, lease_duration, now)
-                    continue
-                expires = now + lease_duration
-                params = {"queue": queue, "now": now, "take": take, "owner": worker_id, "expires": expires}
-                claimed += [ClaimedJob(**_claimed(row)) for row in self._rows(CLAIM_UNLIMITED_QUEUE, params)]
-        return claimed
+        params = {
+            "queue": queue,
+            "now": now,
+            "take": take,
+            "owner": worker_id,
+            "expires": now + lease_duration,
+        }
+        return [ClaimedJob(**_claimed(row)) for row in self._rows(CLAIM_UNLIMITED_QUEUE, params)]
 
     def report(
         self,
