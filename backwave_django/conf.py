@@ -118,7 +118,10 @@ def _queue_problems(where: str, group: dict[str, Any]) -> list[Problem]:
     if policy == "weighted":
         items = list(queues.items()) if isinstance(queues, dict) else None
         ok = bool(items) and all(_is_queue_name(q) and _is_count(w, 1) for q, w in items or [])
-        hint = "With POLICY 'weighted', write QUEUES as {'queue-name': weight, ...}, each weight an int >= 1."
+        hint = (
+            "With POLICY 'weighted', write QUEUES as {'queue-name': weight, ...}: names of 1 to "
+            f"{MAX_QUEUE_NAME_LENGTH} characters, each weight an int >= 1."
+        )
     else:
         ok = (
             isinstance(queues, list | tuple)
@@ -197,7 +200,7 @@ def problems(raw: Any = None) -> list[Problem]:
         try:
             _retry_policy(retry)
         except (TypeError, ValueError) as exc:
-            hint = "MAX_ATTEMPTS is an int >= 1; BACKOFF_BASE a number >= 1; BACKOFF_CAP seconds >= 0."
+            hint = "MAX_ATTEMPTS is an int >= 1; BACKOFF_BASE a number >= 1; BACKOFF_CAP 0 to 2592000 s (30 days)."
             found.append(Problem("backwave.E010", f"BACKWAVE['RETRY'] is invalid: {exc}.", hint))
     size = raw.get("MAX_PAYLOAD_BYTES", 65536)
     if not _is_count(size, 1):

@@ -13,7 +13,10 @@ from ...models import PumpStatus
 
 
 class Command(BaseCommand):
-    help = "Report each Pump's last recorded state; exit 1 when a worker group is halted or silent."
+    help = (
+        "Report each Pump's last recorded state; exit 1 when a worker group has no running pump "
+        "(halted or silent), counting only --host's pumps when it is given."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
