@@ -130,7 +130,8 @@ def _queue_problems(where: str, group: dict[str, Any]) -> list[Problem]:
             and len(set(queues)) == len(queues)
         )
         hint = (
-            "Write QUEUES as a list of distinct queue names in priority order, e.g. ['critical', 'default']."
+            f"Write QUEUES as a list of distinct queue names (1 to {MAX_QUEUE_NAME_LENGTH} characters) in "
+            "priority order, e.g. ['critical', 'default']."
         )
     return [] if ok else [Problem("backwave.E005", f"{where}['QUEUES'] is {queues!r}.", hint)]
 
@@ -200,7 +201,7 @@ def problems(raw: Any = None) -> list[Problem]:
         try:
             _retry_policy(retry)
         except (TypeError, ValueError) as exc:
-            hint = "MAX_ATTEMPTS is an int >= 1; BACKOFF_BASE a number >= 1; BACKOFF_CAP 0 to 2592000 s (30 days)."
+            hint = "MAX_ATTEMPTS: an int >= 1. BACKOFF_BASE: a number >= 1. BACKOFF_CAP: 0 to 2592000 s."
             found.append(Problem("backwave.E010", f"BACKWAVE['RETRY'] is invalid: {exc}.", hint))
     size = raw.get("MAX_PAYLOAD_BYTES", 65536)
     if not _is_count(size, 1):
