@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core import checks
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from . import conf
 
@@ -39,3 +39,30 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 )
             )
     return found
+
+
+@checks.register("backwave", checks.Tags.database)
+def check_autovacuum(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """With ``--database`` (and at ``migrate``): warn when PostgreSQL runs without autovacuum."""
+    if not conf.problems() and databases and conf.get().database in databases:
+        connection = connections[conf.get().database]
+        if connection.vendor == "postgresql":
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SHOW autovacuum")
+                    enabled = cursor.fetchone()[0] == "on"
+            except DatabaseError:
+                return []
+            if not enabled:
+                return [
+                    checks.Warning(
+                        "autovacuum is off on this PostgreSQL server: finished jobs leave dead rows that "
+                        "slow every claim down until a VACUUM removes them.",
+                        hint="Turn autovacuum on (the default), or VACUUM the backwave_django_* tables "
+                        "regularly (for example from cron).",
+                        id="backwave.W002",
+                    )
+                ]
+    return []

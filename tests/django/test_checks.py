@@ -97,3 +97,11 @@ def test_a_job_on_a_queue_no_group_serves_is_a_warning(settings):
 def test_a_zero_shutdown_grace_means_no_grace_at_all(settings):
     settings.BACKWAVE = {"GROUPS": {"g": {"SHUTDOWN_GRACE": 0}}}
     assert conf.get().groups["g"].shutdown_grace == dt.timedelta(0)
+
+
+def test_autovacuum_is_checked_only_when_databases_are(db):
+    from backwave_django.checks import check_autovacuum
+
+    assert check_autovacuum(databases=None) == []
+    found = check_autovacuum(databases=["default"])
+    assert all(m.id == "backwave.W002" for m in found)  # whatever this server's setting, never an error
