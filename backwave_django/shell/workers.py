@@ -1,15 +1,18 @@
-"""The worker pool: POOL_SIZE threads started once, each taking the next Attempt from one shared queue.
+"""The worker pool: POOL_SIZE threads started once, sharing one queue of Attempts to run.
 
-Lighter than a ThreadPoolExecutor on the hot path: handing over a job is one queue put, with no Future and
-no per-submit thread bookkeeping. A task's own exception is the task's business (the Pump's ``_attempt``
-never raises); a pool thread only ever stops when the pool is closed.
+Handing over a job costs a deque append under a lock. Idle threads are woken one at a time, in a chain: a
+submit wakes one sleeper if none is already on its way, and a thread that takes a task while more are
+queued wakes the next. A burst of quick jobs is then run by the few threads that are awake instead of
+waking the whole pool (each wake-up is a system call and a fight for the GIL), while a burst of slow jobs
+still reaches every thread within a few hops. A task's own errors are the task's business (the Pump's
+``_attempt`` never raises); a pool thread stops only when the pool is closed.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +22,11 @@ _CLOSE = object()
 
 class WorkerPool:
     def __init__(self, size: int, name: str) -> None:
-        self._tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._tasks: deque[Any] = deque()
+        self._sleepers = threading.Semaphore(0)
+        self._idle = 0  # threads that have decided to sleep (or are asleep)
+        self._waking = 0  # wake-ups sent and not yet taken by a sleeper
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-{n}", daemon=True) for n in range(size)
         ]
@@ -27,10 +34,39 @@ class WorkerPool:
             thread.start()
 
     def submit(self, fn: Callable[..., None], *args: Any) -> None:
-        self._tasks.put((fn, args))
+        self._push((fn, args))
+
+    def _push(self, task: Any) -> None:
+        with self._lock:
+            self._tasks.append(task)
+            wake = self._wake_one()
+        if wake:
+            self._sleepers.release()
+
+    def _wake_one(self) -> bool:
+        """Under the lock: claim a sleeper to wake, unless none sleeps or one is already on its way."""
+        if self._idle > self._waking and not self._waking:
+            self._waking += 1
+            return True
+        return False
 
     def _work(self) -> None:
-        while (task := self._tasks.get()) is not _CLOSE:
+        while True:
+            with self._lock:
+                task = self._tasks.popleft() if self._tasks else None
+                wake = bool(self._tasks) and self._wake_one()  # more queued: get the next thread going
+                if task is None:
+                    self._idle += 1
+            if wake:
+                self._sleepers.release()
+            if task is None:
+                self._sleepers.acquire()
+                with self._lock:
+                    self._idle -= 1
+                    self._waking -= 1
+                continue
+            if task is _CLOSE:
+                return
             fn, args = task
             try:
                 fn(*args)
@@ -40,7 +76,7 @@ class WorkerPool:
     def close(self, wait: bool = True) -> None:
         """Let queued tasks finish, then stop every thread (waiting for them unless ``wait`` is False)."""
         for _ in self._threads:
-            self._tasks.put(_CLOSE)
+            self._push(_CLOSE)
         if wait:
             for thread in self._threads:
                 thread.join()
