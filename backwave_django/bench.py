@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from django.db import connection, connections
+from django.db import DatabaseError, connection, connections
 from django.db.models import Max
 from django.utils import timezone
 
@@ -65,7 +65,7 @@ class Options:
     single_jobs: int = 2_000
     workload: str = "noop"  # noop or sleep (10 ms)
     processes: int = 1
-    pumps: int = 1
+    pumps: int = 2
     pool_size: int = 256
     max_claim_batch: int = 256
     poll_interval: float = 0.05
@@ -108,8 +108,9 @@ def machine() -> dict[str, Any]:
 
 
 def reset() -> None:
-    """Remove every benchmark job (and its leases and outcomes), then, on PostgreSQL, vacuum the tables so
-    each run starts from the state autovacuum keeps a live system in (this server may run without it)."""
+    """Remove every benchmark job (and its leases and outcomes). On PostgreSQL, also vacuum the tables, so
+    each run starts from the state autovacuum keeps a live system in (this server may run without it), and
+    checkpoint, so one figure's writes are not flushed to disk while the next figure is measured."""
     ids = Job.objects.filter(queue=QUEUE)
     Outcome.objects.filter(job__in=ids).delete()
     Lease.objects.filter(queue=QUEUE).delete()

@@ -23,7 +23,7 @@ class Command(BaseCommand):
         add("--single-jobs", type=int, default=2_000, help="Jobs for the one-at-a-time enqueue rate (2000).")
         add("--workload", choices=["noop", "sleep"], default="noop", help="noop, or a 10 ms sleep per job.")
         add("--processes", type=int, default=1, help="Worker processes for the drain (1).")
-        add("--pumps", type=int, default=1, help="PUMPS per worker process (1).")
+        add("--pumps", type=int, default=2, help="PUMPS per worker process (2).")
         add("--pool-size", type=int, default=256, help="POOL_SIZE per Pump (256).")
         add("--max-claim-batch", type=int, default=256, help="MAX_CLAIM_BATCH (256).")
         add("--poll-interval", type=float, default=0.05, help="POLL_INTERVAL in seconds (0.05).")
