@@ -10,6 +10,7 @@ one discarded warm-up run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -121,10 +122,8 @@ def reset() -> None:
             cursor.execute(
                 "VACUUM ANALYZE backwave_django_job, backwave_django_lease, backwave_django_outcome"
             )
-            try:
+            with contextlib.suppress(DatabaseError):  # needs superuser or pg_checkpoint; else noisier
                 cursor.execute("CHECKPOINT")
-            except DatabaseError:  # needs superuser or pg_checkpoint; the figures are noisier without it
-                pass
 
 
 def worker_group(options: Options) -> dict[str, Any]:
