@@ -28,6 +28,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "backwave_django",
     "demo",
+    "torture",
     *env.list("EXTRA_APPS", default=[]),  # e.g. "tests" for subprocess workers started by the test suite
 ]
 
@@ -70,6 +71,7 @@ else:
 BACKWAVE = {
     "GROUPS": {
         "default": {"QUEUES": ["default", "emails", "reports"], "POLL_INTERVAL": 0.5},
+        "torture": {"QUEUES": ["torture", "torture-limited"]},  # the torture run's own group
     },
     "MANIFEST_PATH": str(BASE_DIR / "backwave_manifest.txt"),
 }

@@ -1,0 +1,13 @@
+from django.db import models
+
+
+class Execution(models.Model):
+    """One handler run, written by the handler inside its own transaction: what ran, not what was reported."""
+
+    job_id = models.BigIntegerField(db_index=True)
+    attempt = models.PositiveIntegerField()
+    worker = models.CharField(max_length=255)
+    at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} attempt {self.attempt} on {self.worker}"
