@@ -104,10 +104,12 @@ class Command(BaseCommand):
         fleet = Fleet(options["workers"], options["lease"], logs)
         sampler = LimitSampler()
         sampler.start()
-        counts = self.faults(fleet, rng, options["duration"], options["lease"])
-        drained = self.drain(options["drain_timeout"])
-        sampler.stop()
-        fleet.stop()
+        try:
+            counts = self.faults(fleet, rng, options["duration"], options["lease"])
+            drained = self.drain(options["drain_timeout"])
+        finally:  # never leave workers behind, whatever happened
+            sampler.stop()
+            fleet.stop()
         connection.close()
         failures = self.audit(expected, sampler.peak, logs, drained)
         summary = (
