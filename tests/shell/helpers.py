@@ -12,6 +12,14 @@ from django.db import connection
 from backwave_django.shell.node import Node
 
 
+def worker_database_url() -> str:
+    """A DATABASE_URL naming this test's database, for worker processes the test starts."""
+    db = connection.settings_dict
+    if connection.vendor == "postgresql":
+        return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    return f"sqlite:///{db['NAME']}"
+
+
 def wait_until(condition: Callable[[], Any], timeout: float = 20.0, interval: float = 0.02) -> Any:
     """Poll ``condition`` until it is truthy; fail the test with a clear message after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

@@ -6,20 +6,16 @@ import json
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
 
 from backwave_django.models import Job
+
+from .helpers import worker_database_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_tiny_benchmark_run_measures_every_figure(capsys, monkeypatch):
-    db = connection.settings_dict
-    if connection.vendor == "postgresql":
-        url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-    else:
-        url = f"sqlite:///{db['NAME']}"
-    monkeypatch.setenv("DATABASE_URL", url)  # the worker processes use this test's database
+    monkeypatch.setenv("DATABASE_URL", worker_database_url())  # the worker processes use this test's database
     call_command(
         "backwave_bench", jobs=300, single_jobs=50, runs=1, latency_jobs=20, scale_rows=2000,
         pool_size=16, max_claim_batch=16, json=True,

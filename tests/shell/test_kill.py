@@ -17,7 +17,7 @@ from django.db import connection
 from backwave_django.models import Job, Lease, Outcome
 
 from .. import jobs
-from .helpers import wait_until
+from .helpers import worker_database_url, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -25,11 +25,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 def worker_env(**group: object) -> dict[str, str]:
     """Environment for a ``backwave_pump`` process that uses this test's database and the tests' jobs."""
-    db = connection.settings_dict
-    if connection.vendor == "postgresql":
-        url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-    else:
-        url = f"sqlite:///{db['NAME']}"
     settings = {
         "GROUPS": {
             "default": {
@@ -42,7 +37,12 @@ def worker_env(**group: object) -> dict[str, str]:
             }
         }
     }
-    return {**os.environ, "DATABASE_URL": url, "EXTRA_APPS": "tests", "BACKWAVE_JSON": json.dumps(settings)}
+    return {
+        **os.environ,
+        "DATABASE_URL": worker_database_url(),
+        "EXTRA_APPS": "tests",
+        "BACKWAVE_JSON": json.dumps(settings),
+    }
 
 
 def start_worker(*extra: str, **group: object) -> subprocess.Popen[str]:

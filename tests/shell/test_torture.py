@@ -6,14 +6,14 @@ import random
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+
+from .helpers import worker_database_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("postgres")]
 
 
 def test_a_short_torture_run_loses_nothing_and_applies_every_outcome_once(capsys, monkeypatch, tmp_path):
-    db = connection.settings_dict
-    monkeypatch.setenv("DATABASE_URL", f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}")
+    monkeypatch.setenv("DATABASE_URL", worker_database_url())
     seed = random.randrange(2**32)
     call_command(
         "backwave_torture",
