@@ -17,7 +17,7 @@ from django.db import connection
 from backwave_django.models import Job, Lease, Outcome
 
 from .. import jobs
-from .helpers import worker_database_url, wait_until
+from .helpers import wait_until, worker_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
