@@ -21,6 +21,14 @@ class JobQuerySet(models.QuerySet["Job"]):
         """Jobs that have not reached a terminal state."""
         return self.filter(state__in=[State.SCHEDULED, State.AWAITING_PARENT, State.LEASED])
 
+    def quarantined(self) -> JobQuerySet:
+        """Jobs set aside because no handler fits them (unknown wire name or undecodable payload)."""
+        return self.filter(state=State.QUARANTINED)
+
+    def dead_lettered(self) -> JobQuerySet:
+        """Jobs given up on after ``max_attempts`` failed or expired Attempts."""
+        return self.filter(state=State.DEAD_LETTERED)
+
 
 class Job(models.Model):
     """One unit of work: a wire name (which handler), a JSON payload (its arguments) and where it stands."""
@@ -51,6 +59,12 @@ class Job(models.Model):
 
     class Meta:
         verbose_name = "job"
+        permissions = [
+            ("requeue_job", "Can requeue dead-lettered or quarantined jobs"),
+            ("cancel_job", "Can cancel jobs"),
+            ("pause_queue", "Can pause and resume queues and set their concurrency limits"),
+            ("view_job_payload", "Can see job payloads and failure details"),
+        ]
         indexes = [
             models.Index(
                 fields=["queue", "due_at", "id"],
@@ -71,6 +85,36 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.wire_name} #{self.id} ({self.state})"
+
+
+class _QuarantinedManager(models.Manager["QuarantinedJob"]):
+    def get_queryset(self) -> models.QuerySet[QuarantinedJob]:
+        return super().get_queryset().filter(state=State.QUARANTINED)
+
+
+class _DeadLetteredManager(models.Manager["DeadLetteredJob"]):
+    def get_queryset(self) -> models.QuerySet[DeadLetteredJob]:
+        return super().get_queryset().filter(state=State.DEAD_LETTERED)
+
+
+class QuarantinedJob(Job):
+    """Jobs in state quarantined, for their own admin page (a proxy: no table of its own)."""
+
+    objects = _QuarantinedManager()  # type: ignore[assignment,misc]
+
+    class Meta:
+        proxy = True
+        verbose_name = "quarantined job"
+
+
+class DeadLetteredJob(Job):
+    """Jobs in state dead-lettered, for their own admin page (a proxy: no table of its own)."""
+
+    objects = _DeadLetteredManager()  # type: ignore[assignment,misc]
+
+    class Meta:
+        proxy = True
+        verbose_name = "dead-lettered job"
 
 
 class Lease(models.Model):
