@@ -13,9 +13,9 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
-from . import admin_actions
+from . import admin_actions, admin_queues
 from .admin_paging import BoundedPaginator
-from .models import AuditRecord, DeadLetteredJob, Job, Outcome, QuarantinedJob
+from .models import AuditRecord, DeadLetteredJob, Job, Outcome, QuarantinedJob, QueueSettings
 
 HIDDEN = "hidden: needs the view_job_payload permission"
 PERM_PAYLOAD = "backwave_django.view_job_payload"
@@ -171,3 +171,4 @@ class DeadLetteredJobAdmin(_TerminalJobAdmin):
 admin.site.register(Job, JobAdmin)
 admin.site.register(QuarantinedJob, QuarantinedJobAdmin)
 admin.site.register(DeadLetteredJob, DeadLetteredJobAdmin)
+admin.site.register(QueueSettings, admin_queues.QueueSettingsAdmin)

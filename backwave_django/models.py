@@ -76,6 +76,8 @@ class Job(models.Model):
                 name="backwave_job_terminal",
                 condition=Q(terminal_at__isnull=False),
             ),
+            # The admin's depth per queue and state (bounded counts) and its list of queues (skip scan).
+            models.Index(fields=["queue", "state"], name="backwave_job_queue_state"),
         ]
         constraints = [
             models.CheckConstraint(
