@@ -24,6 +24,7 @@ def pump_row(worker_id: str, health: str, age: float, group: str = "default", ho
 
 def test_health_passes_while_a_pump_of_each_group_beats(db, capsys):
     pump_row("h1:1:default:a", "running", 1)
+    pump_row("h1:1:torture:a", "running", 1, group="torture")
     call_command("backwave_health")
     assert "default: 1 pump(s) running" in capsys.readouterr().out
 
@@ -37,9 +38,9 @@ def test_health_fails_when_a_group_is_halted_or_silent(db, health, age):
 
 def test_health_can_be_limited_to_one_host(db):
     pump_row("h1:1:default:a", "running", 1, host="h1")
-    call_command("backwave_health", host="h1")
+    call_command("backwave_health", groups=["default"], host="h1")
     with pytest.raises(CommandError):
-        call_command("backwave_health", host="h2")
+        call_command("backwave_health", groups=["default"], host="h2")
 
 
 def test_health_refuses_an_unknown_group(db):
