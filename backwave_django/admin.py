@@ -13,9 +13,18 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
-from . import admin_actions, admin_queues, admin_workers
+from . import admin_actions, admin_overview, admin_queues, admin_workers
 from .admin_paging import BoundedPaginator
-from .models import AuditRecord, DeadLetteredJob, Job, Outcome, PumpStatus, QuarantinedJob, QueueSettings
+from .models import (
+    AuditRecord,
+    DeadLetteredJob,
+    Job,
+    JobOverview,
+    Outcome,
+    PumpStatus,
+    QuarantinedJob,
+    QueueSettings,
+)
 
 HIDDEN = "hidden: needs the view_job_payload permission"
 PERM_PAYLOAD = "backwave_django.view_job_payload"
@@ -173,3 +182,4 @@ admin.site.register(QuarantinedJob, QuarantinedJobAdmin)
 admin.site.register(DeadLetteredJob, DeadLetteredJobAdmin)
 admin.site.register(QueueSettings, admin_queues.QueueSettingsAdmin)
 admin.site.register(PumpStatus, admin_workers.PumpStatusAdmin)
+admin.site.register(JobOverview, admin_overview.OverviewAdmin)

@@ -119,6 +119,15 @@ class DeadLetteredJob(Job):
         verbose_name = "dead-lettered job"
 
 
+class JobOverview(Job):
+    """The admin's Overview page (a proxy, so that it has an entry and a permission in the admin index)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "overview"
+        verbose_name_plural = "overview"
+
+
 class Lease(models.Model):
     """A worker's claim on a running job. It exists exactly while the job is leased.
 
@@ -164,7 +173,15 @@ class Outcome(models.Model):
 
     class Meta:
         # (job, attempt) also serves the foreign key's lookups, so the key gets no index of its own.
-        indexes = [models.Index(fields=["job", "attempt"], name="backwave_outcome_job")]
+        indexes = [
+            models.Index(fields=["job", "attempt"], name="backwave_outcome_job"),
+            # The admin overview's failures per minute; partial, so successes (the bulk) cost nothing.
+            models.Index(
+                fields=["recorded_at"],
+                name="backwave_outcome_failed_at",
+                condition=Q(kind__in=["failed", "expired"]),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"job {self.job_id} attempt {self.attempt}: {self.kind}"

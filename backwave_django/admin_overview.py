@@ -1,0 +1,61 @@
+"""The Overview page: counts per queue and state, outcomes per minute (inline SVG), oldest due, workers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils import timezone
+
+from . import overview, queues
+from .admin_workers import describe_age
+from .models import Job, PumpStatus
+
+TEMPLATE = "admin/backwave_django/overview.html"
+
+
+class OverviewAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Not a list of rows: its changelist is the Overview page. Opens with Job's view permission."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.has_perm("backwave_django.view_job") or super().has_view_permission(request))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        now = timezone.now()
+        since, succeeded, failed = overview.outcomes_per_minute(now)
+        oldest = queues.oldest_due(now)
+        pumps = list(PumpStatus.objects.order_by("group", "worker_id"))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Overview",
+            "opts": self.model._meta,
+            "states": Job.State.labels,
+            "rows": queues.queue_rows(),
+            "bound": queues.DEPTH_BOUND,
+            "bars": overview.bars(since, succeeded, failed),
+            "chart_width": overview.MINUTES * overview.BAR_WIDTH,
+            "chart_height": overview.CHART_HEIGHT,
+            "bar_width": overview.BAR_WIDTH - 2,
+            "succeeded_total": sum(succeeded),
+            "failed_total": sum(failed),
+            "oldest_due": [(queue, due, describe_age(now - due)) for queue, due in sorted(oldest.items())],
+            "pumps": [(pump, describe_age(now - pump.last_beat_at)) for pump in pumps],
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, TEMPLATE, context)
