@@ -76,6 +76,12 @@ class Job(models.Model):
                 name="backwave_job_terminal",
                 condition=Q(terminal_at__isnull=False),
             ),
+            # The admin's Quarantined and Dead-lettered pages, newest first (id breaks ties), without a sort.
+            models.Index(
+                fields=["state", "terminal_at", "id"],
+                name="backwave_job_set_aside",
+                condition=Q(state__in=["dead_lettered", "quarantined"]),
+            ),
             # The admin's depth per queue and state (bounded counts) and its list of queues (skip scan).
             models.Index(fields=["queue", "state"], name="backwave_job_queue_state"),
         ]
