@@ -57,11 +57,13 @@ class Fleet:
         }
         self.logs = logs
         self.started = 0
+        self.log_files: list[Any] = []
         self.procs: list[subprocess.Popen[bytes]] = [self.spawn() for _ in range(size)]
 
     def spawn(self) -> subprocess.Popen[bytes]:
         self.started += 1
-        log = open(self.logs / f"worker-{self.started}.log", "wb")  # noqa: SIM115 (closed with the process)
+        log = open(self.logs / f"worker-{self.started}.log", "wb")  # noqa: SIM115 (closed in stop())
+        self.log_files.append(log)
         command = [sys.executable, str(MANAGE), "backwave_pump", "--group", "torture"]
         return subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
 
@@ -78,6 +80,9 @@ class Fleet:
                 proc.wait(60)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait()
+        for log in self.log_files:
+            log.close()
 
 
 class Command(BaseCommand):
