@@ -84,6 +84,13 @@ class Job(models.Model):
             ),
             # The admin's depth per queue and state (bounded counts) and its list of queues (skip scan).
             models.Index(fields=["queue", "state"], name="backwave_job_queue_state"),
+            # The admin's filter by wire name and search by its prefix (pattern ops on PostgreSQL, so that
+            # LIKE 'prefix%' uses it under any collation); a rare wire name would otherwise scan the table.
+            models.Index(
+                fields=["wire_name", "id"],
+                name="backwave_job_wire_name",
+                opclasses=["varchar_pattern_ops", "int8_ops"],
+            ),
         ]
         constraints = [
             models.CheckConstraint(
