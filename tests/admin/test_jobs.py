@@ -240,3 +240,16 @@ def test_requeue_goes_through_the_store(operator: Client, monkeypatch: pytest.Mo
     job = dead()
     post_action(operator, DEAD, "requeue", [job], confirmed="yes")
     assert calls == [(job.id, "operator")]
+
+
+def test_the_quarantine_filter_lists_wire_names_that_have_no_handler(viewer: Client) -> None:
+    quarantined("tests.retired-long-ago")
+    content = viewer.get(QUARANTINED).content.decode()
+    assert "?wire_name=tests.retired-long-ago" in content
+
+
+def test_filter_counts_are_never_offered(viewer: Client) -> None:
+    JobFactory()
+    for url in (JOBS, QUARANTINED, DEAD):
+        assert "_facets" not in viewer.get(url).content.decode(), url
+        assert viewer.get(url, {"_facets": "True"}).status_code == 200
