@@ -30,7 +30,6 @@ HIDDEN = "hidden: needs the view_job_payload permission"
 PERM_PAYLOAD = "backwave_django.view_job_payload"
 PERM_REQUEUE = "backwave_django.requeue_job"
 PERM_CANCEL = "backwave_django.cancel_job"
-PERM_PAUSE = "backwave_django.pause_queue"
 RECENT_ROWS = 1_000  # the Quarantined and Dead-lettered pages list the wire names of this many newest rows
 SHOWN_OUTCOMES = 200  # a job has one outcome per Attempt; the detail page shows the latest ones
 

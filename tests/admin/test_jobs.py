@@ -119,7 +119,7 @@ def test_a_view_only_user_sees_neither_payload_nor_traceback(viewer: Client) -> 
     content = viewer.get(f"{JOBS}{job.id}/change/").content.decode()
     assert "s3cr3t" not in content and "hunter2" not in content
     assert "hidden: needs the view_job_payload permission" in content
-    assert "host:1:default:a" in content  # states and workers stay visible
+    assert "host:1:default:a" in content and "ValueError: boom" in content  # worker, short reason
 
 
 def test_payloads_and_tracebacks_are_escaped(operator: Client) -> None:
