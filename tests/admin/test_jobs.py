@@ -253,3 +253,21 @@ def test_filter_counts_are_never_offered(viewer: Client) -> None:
     for url in (JOBS, QUARANTINED, DEAD):
         assert "_facets" not in viewer.get(url).content.decode(), url
         assert viewer.get(url, {"_facets": "True"}).status_code == 200
+
+
+def test_the_proxy_pages_open_the_same_read_only_detail(operator: Client) -> None:
+    job = quarantined(payload='{"k": "v"}')
+    failed_outcome(job)
+    for url in (f"{QUARANTINED}{job.id}/change/", f"{DEAD}{dead().id}/change/"):
+        response = operator.get(url)
+        assert response.status_code == 200, url
+        assert "Attempts (" in response.content.decode()
+    assert "Traceback: ValueError: boom" in operator.get(f"{QUARANTINED}{job.id}/change/").content.decode()
+
+
+def test_cancel_asks_for_confirmation_first(operator: Client) -> None:
+    job = JobFactory()
+    response = post_action(operator, JOBS, "cancel", [job])
+    assert "Are you sure you want to cancel" in response.content.decode()
+    job.refresh_from_db()
+    assert job.state == Job.State.SCHEDULED
