@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse
 
 from . import admin_actions, admin_overview, admin_queues, admin_workers
 from .admin_paging import BoundedPaginator
+from .admin_readonly import ReadOnlyAdmin
 from .models import (
     AuditRecord,
     DeadLetteredJob,
@@ -83,7 +84,7 @@ class RecentWireNameFilter(WireNameFilter):
         return [(name, name) for name in names]
 
 
-class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class JobAdmin(ReadOnlyAdmin):
     list_display = ["id", "wire_name", "queue", "state", "attempts", "due_at", "last_change"]
     list_filter = ["state", QueueFilter, WireNameFilter]
     search_fields = ["wire_name"]
@@ -120,15 +121,6 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if term.isdigit():
             return queryset.filter(id=int(term)), False
         return queryset.filter(wire_name__startswith=term), False
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # The proxies' pages show the same rows: Job's view permission opens them too.

@@ -4,33 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from . import overview, queues
+from .admin_readonly import ReadOnlyAdmin
 from .admin_workers import describe_age
 from .models import Job, PumpStatus
 
 TEMPLATE = "admin/backwave_django/overview.html"
 
 
-class OverviewAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class OverviewAdmin(ReadOnlyAdmin):
     """Not a list of rows: its changelist is the Overview page. Opens with Job's view permission."""
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return bool(request.user.has_perm("backwave_django.view_job") or super().has_view_permission(request))
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

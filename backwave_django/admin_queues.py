@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
 from . import operations, queues
+from .admin_readonly import ReadOnlyAdmin
 from .models import Job
 from .store import StoreError
 
@@ -28,16 +29,7 @@ class QueueControlForm(forms.Form):
     concurrency_limit = forms.IntegerField(min_value=0, required=False)
 
 
-class QueueSettingsAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
+class QueueSettingsAdmin(ReadOnlyAdmin):
     def has_pause_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm(PERM_PAUSE))
 

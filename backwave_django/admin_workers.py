@@ -11,6 +11,7 @@ from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.utils import timezone
 
+from .admin_readonly import ReadOnlyAdmin
 from .models import Lease, PumpStatus
 
 
@@ -23,7 +24,7 @@ def describe_age(age: timedelta) -> str:
     return f"{seconds // 3600} h ago"
 
 
-class PumpStatusAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class PumpStatusAdmin(ReadOnlyAdmin):
     list_display = ["group", "worker_id", "host", "health", "reason", "last_beat_at", "last_beat_age"]
     list_display += ["in_flight", "queues"]
     list_filter = ["health", "group"]
@@ -48,12 +49,3 @@ class PumpStatusAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     @admin.display(description="jobs in flight", ordering="in_flight_count")
     def in_flight(self, pump: Any) -> int:
         return int(pump.in_flight_count)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
