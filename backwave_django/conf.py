@@ -21,7 +21,15 @@ from .core.dispatch import Policy, Strict, Weighted
 from .core.retry import RetryPolicy
 from .store.contract import MAX_QUEUE_NAME_LENGTH
 
-TOP_LEVEL_KEYS = {"GROUPS", "RETRY", "MAX_PAYLOAD_BYTES", "DATABASE", "HINTS", "MANIFEST_PATH"}
+TOP_LEVEL_KEYS = {
+    "GROUPS",
+    "RETRY",
+    "MAX_PAYLOAD_BYTES",
+    "DATABASE",
+    "HINTS",
+    "MANIFEST_PATH",
+    "PREPARED_STATEMENTS",
+}
 GROUP_KEYS = {
     "QUEUES",
     "POLICY",
@@ -85,6 +93,7 @@ class Settings:
     database: str
     hints: bool
     manifest_path: Path | None
+    prepared_statements: bool
 
     def served_queues(self) -> set[str]:
         return {queue for group in self.groups.values() for queue in group.queues}
@@ -213,6 +222,10 @@ def problems(raw: Any = None) -> list[Problem]:
         found.append(Problem("backwave.E012", msg, f"Use one of {sorted(django_settings.DATABASES)}."))
     if not isinstance(raw.get("HINTS", True), bool):
         found.append(Problem("backwave.E013", "BACKWAVE['HINTS'] is not a bool.", "Write True or False."))
+    if not isinstance(raw.get("PREPARED_STATEMENTS", True), bool):
+        msg = "BACKWAVE['PREPARED_STATEMENTS'] is not a bool."
+        hint = "Write True, or False behind a connection pooler that cannot keep prepared statements."
+        found.append(Problem("backwave.E016", msg, hint))
     manifest = raw.get("MANIFEST_PATH")
     if manifest is not None and not isinstance(manifest, str | Path):
         found.append(
@@ -278,6 +291,7 @@ def get() -> Settings:
             database=raw.get("DATABASE", "default"),
             hints=raw.get("HINTS", True),
             manifest_path=Path(manifest) if manifest else None,
+            prepared_statements=raw.get("PREPARED_STATEMENTS", True),
         )
     return _cache
 

@@ -41,6 +41,7 @@ def ids(settings, value):
         ({"DATABASE": "elsewhere"}, ["backwave.E012"]),
         ({"HINTS": "yes"}, ["backwave.E013"]),
         ({"MANIFEST_PATH": 3}, ["backwave.E015"]),
+        ({"PREPARED_STATEMENTS": "no"}, ["backwave.E016"]),
         ({"GROUPS": {"g": {"QUEUES": {"q" * 129: 1}, "POLICY": "weighted"}}}, ["backwave.E005"]),
         ({"RETRY": {"BACKOFF_BASE": "2"}}, ["backwave.E010"]),
     ],

@@ -144,3 +144,82 @@ def test_bad_per_call_overrides_are_refused(db, options, match):
 
     with pytest.raises(JobDefinitionError, match=match):
         jobs.add.using(**options)
+
+
+# Prepared statements (PostgreSQL): the enqueue statements stay prepared on the connection, and nothing else
+# about the project's connection changes.
+
+PREPARED_ENQUEUES = "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%INSERT INTO backwave%'"
+
+
+def prepared_enqueues() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(PREPARED_ENQUEUES)
+        return cursor.fetchone()[0]
+
+
+def test_the_enqueue_statements_are_prepared_and_the_projects_queries_are_not(postgres):
+    from django.db import connection
+
+    for _ in range(3):
+        jobs.add.enqueue(a=1, b=2)
+    jobs.add.enqueue_many([(1, 2), (3, 4)])
+    assert prepared_enqueues() == 2  # one for a single job, one for a batch
+    assert connection.connection.prepare_threshold is None  # Django's setting, as it was
+    Job.objects.filter(queue="default").count()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement NOT LIKE '%backwave%'")
+        assert cursor.fetchone()[0] == 0
+    assert Job.objects.count() == 5
+
+
+def test_prepared_statements_can_be_turned_off_for_poolers_that_cannot_keep_them(postgres, settings):
+    settings.BACKWAVE = {**settings.BACKWAVE, "PREPARED_STATEMENTS": False}
+    for _ in range(3):
+        jobs.add.enqueue(a=1, b=2)
+    jobs.add.enqueue_many([(1, 2), (3, 4)])
+    assert prepared_enqueues() == 0
+    assert Job.objects.count() == 5
+
+
+def forget_prepared_statements() -> None:
+    """What a pooler handing the next statement another server connection looks like: the server forgets
+    the statements psycopg believes prepared (run by a client-side cursor, behind psycopg's back)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("in_transaction", [False, True])
+def test_a_lost_prepared_statement_fails_with_a_hint_and_is_prepared_again(postgres, in_transaction):
+    """The error names the setting and writes nothing; the next enqueue (after the caller's transaction has
+    rolled back, or at once in autocommit) prepares it again."""
+    from django.db import DatabaseError
+
+    jobs.add.enqueue(a=1, b=2)
+    forget_prepared_statements()
+    with pytest.raises(DatabaseError) as failure:
+        if in_transaction:
+            with transaction.atomic():
+                jobs.add.enqueue(a=3, b=4)
+        else:
+            jobs.add.enqueue(a=3, b=4)
+    assert "BACKWAVE['PREPARED_STATEMENTS'] = False" in "\n".join(failure.value.__notes__)
+    jobs.add.enqueue(a=5, b=6)
+    jobs.add.enqueue(a=7, b=8)
+    assert sorted(Job.objects.values_list("payload", flat=True)) == [
+        '{"a":1,"b":2}', '{"a":5,"b":6}', '{"a":7,"b":8}'
+    ]  # fmt: skip
+
+
+def test_a_rolled_back_transaction_does_not_break_the_next_enqueue(postgres):
+    jobs.add.enqueue(a=1, b=2)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        jobs.add.enqueue(a=3, b=4)
+        raise RuntimeError("roll back")
+    jobs.add.enqueue(a=5, b=6)
+    assert Job.objects.count() == 2
