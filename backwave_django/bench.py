@@ -194,7 +194,8 @@ def worker_stats(procs: list[subprocess.Popen[str]]) -> dict[str, float]:
     return {"statements": statements, "peak_rss_mb": rss / 1024}
 
 
-def enqueue_rates(options: Options) -> dict[str, float]:
+def enqueue_once(options: Options) -> tuple[float, float]:
+    """One run: ``single_jobs`` enqueues one at a time in autocommit, then ``jobs`` in batches of 1,000."""
     reset()
     start = time.perf_counter()
     for _ in range(options.single_jobs):
@@ -206,7 +207,19 @@ def enqueue_rates(options: Options) -> dict[str, float]:
         noop.enqueue_many([()] * min(1000, options.jobs - offset))
     bulk = options.jobs / (time.perf_counter() - start)
     reset()
-    return {"single_per_s": single, "bulk_per_s": bulk}
+    return single, bulk
+
+
+def enqueue_rates(options: Options) -> dict[str, Any]:
+    """Warm-up run (discarded), then the median of ``runs`` runs of each rate."""
+    enqueue_once(Options(**{**asdict(options), "single_jobs": 200, "jobs": 2000}))
+    singles, bulks = zip(*(enqueue_once(options) for _ in range(options.runs)), strict=True)
+    return {
+        "single_per_s": statistics.median(singles),
+        "bulk_per_s": statistics.median(bulks),
+        "single_runs": [round(rate) for rate in singles],
+        "bulk_runs": [round(rate) for rate in bulks],
+    }
 
 
 def preload(options: Options, store: DjangoStore) -> None:

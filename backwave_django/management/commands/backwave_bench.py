@@ -60,8 +60,9 @@ class Command(BaseCommand):
         if "enqueue" in opts.figures:
             figure = results.figures["enqueue"] = bench.enqueue_rates(opts)
             say(
-                f"enqueue: {figure['single_per_s']:,.0f} jobs/s one at a time; "
-                f"{figure['bulk_per_s']:,.0f} jobs/s bulk"
+                f"enqueue: {figure['single_per_s']:,.0f} jobs/s one at a time "
+                f"(runs {figure['single_runs']}); "
+                f"{figure['bulk_per_s']:,.0f} jobs/s bulk (runs {figure['bulk_runs']})"
             )
         if "drain" in opts.figures or "scale" in opts.figures:
             figure = results.figures["drain"] = bench.drain(opts)
