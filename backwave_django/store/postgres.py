@@ -8,6 +8,7 @@ instances on the claim and report paths. Everything else, and every decision abo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -161,6 +162,19 @@ def _arrays(changes: Sequence[_Change]) -> dict[str, list[Any]]:
     }
 
 
+@functools.cache
+def _hot_cursor(prepare: bool) -> Any:
+    """A psycopg cursor class (server-side binding) that always passes ``prepare`` to psycopg, which Django's
+    cursor wrapper cannot. psycopg is imported on first use: SQLite-only projects need not install it."""
+    import psycopg
+
+    class HotCursor(psycopg.Cursor[Any]):
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            return super().execute(query, params, **{**kwargs, "prepare": prepare})
+
+    return HotCursor
+
+
 class PostgresStore(DjangoStore):
     """The Storage Contract on PostgreSQL, hot paths in SQL. Same semantics as :class:`DjangoStore`."""
 
@@ -173,15 +187,15 @@ class PostgresStore(DjangoStore):
         is False the threshold is lifted for this one call (the project's own queries are untouched).
         Only the enqueue statements ask for it: planning is a third of a single enqueue's server time, and
         their plan is the same for every call. The claim and report plans depend on the batch size, and a
-        prepared report (generic plan) was measured to cost a fifth of the drain rate.
+        prepared report (generic plan) was measured to cost a fifth of the drain rate, so they are never
+        prepared, even where the project's ``prepare_threshold`` prepares everything else.
         """
-        import psycopg
-
         self.connection.ensure_connection()
         raw = self.connection.connection
-        lift = prepare and raw.prepare_threshold is None and conf.get().prepared_statements
+        prepare = prepare and conf.get().prepared_statements
+        lift = prepare and raw.prepare_threshold is None
         try:
-            with CursorWrapper(psycopg.Cursor(raw), self.connection) as cursor:
+            with CursorWrapper(_hot_cursor(prepare)(raw), self.connection) as cursor:
                 if lift:
                     raw.prepare_threshold = 0
                 try:

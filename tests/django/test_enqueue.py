@@ -149,7 +149,9 @@ def test_bad_per_call_overrides_are_refused(db, options, match):
 # Prepared statements (PostgreSQL): the enqueue statements stay prepared on the connection, and nothing else
 # about the project's connection changes.
 
-PREPARED_ENQUEUES = "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%INSERT INTO backwave%'"
+PREPARED_ENQUEUES = (
+    "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%INSERT INTO backwave_django_job%'"
+)
 
 
 def prepared_enqueues() -> int:
@@ -223,3 +225,29 @@ def test_a_rolled_back_transaction_does_not_break_the_next_enqueue(postgres):
         raise RuntimeError("roll back")
     jobs.add.enqueue(a=5, b=6)
     assert Job.objects.count() == 2
+
+
+def test_claims_and_reports_are_never_prepared_even_where_the_project_prepares_everything(postgres):
+    """With ``OPTIONS['prepare_threshold'] = 0`` psycopg would prepare every server-bound statement; a
+    prepared report runs on a generic plan that was measured to cost a fifth of the drain rate."""
+    from django.db import connection
+
+    from backwave_django.core.records import OutcomeKind
+    from backwave_django.store import get_store
+
+    from ..contract.support import claim, enqueue, outcome, report
+
+    connection.ensure_connection()
+    connection.connection.prepare_threshold = 0  # what the project's OPTIONS would have set
+    try:
+        store = get_store()
+        for _ in range(3):
+            enqueue(store, 2)
+            report(store, *(outcome(job, OutcomeKind.SUCCEEDED) for job in claim(store)))
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%backwave%'")
+            prepared = [row[0] for row in cursor.fetchall()]
+    finally:
+        connection.connection.prepare_threshold = None
+    assert len(prepared) == 1 and "INSERT INTO backwave_django_job" in prepared[0]  # the batch enqueue
+    assert Job.objects.filter(state="succeeded").count() == 6
