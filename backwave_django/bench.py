@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.db import DatabaseError, connection, connections
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from . import conf
@@ -37,6 +37,8 @@ from .registry import job
 from .store.django import DjangoStore
 
 QUEUE = "backwave-bench"
+#: With ``--groups G``, group 1 serves QUEUE and group i (2..G) serves ``backwave-bench-g<i>``.
+GROUP_QUEUE_PREFIX = f"{QUEUE}-g"
 ACTOR = "backwave_bench"
 _print_lock = threading.Lock()
 
@@ -66,6 +68,7 @@ class Options:
     single_jobs: int = 2_000
     workload: str = "noop"  # noop or sleep (10 ms)
     processes: int = 1
+    groups: int = 1
     pumps: int = 2
     pool_size: int = 256
     max_claim_batch: int = 256
@@ -75,6 +78,15 @@ class Options:
     latency_spacing: float = 0.01
     scale_rows: int = 0  # 0 skips the claim-cost-at-scale figure
     figures: tuple[str, ...] = ("enqueue", "drain", "latency", "scale")
+
+
+def bench_queues(options: Options) -> list[str]:
+    """One queue per worker group, so that each group drains its own share of the backlog."""
+    return [QUEUE] + [f"{GROUP_QUEUE_PREFIX}{index}" for index in range(2, options.groups + 1)]
+
+
+#: Every queue the bench writes to (whatever ``--groups`` a previous run used), and no other.
+IN_BENCH_QUEUES = Q(queue=QUEUE) | Q(queue__startswith=GROUP_QUEUE_PREFIX)
 
 
 @dataclass(slots=True)
@@ -112,11 +124,11 @@ def reset() -> None:
     """Remove every benchmark job (and its leases and outcomes). On PostgreSQL, also vacuum the tables, so
     each run starts from the state autovacuum keeps a live system in (this server may run without it), and
     checkpoint, so one figure's writes are not flushed to disk while the next figure is measured."""
-    ids = Job.objects.filter(queue=QUEUE)
+    ids = Job.objects.filter(IN_BENCH_QUEUES)
     Outcome.objects.filter(job__in=ids).delete()
-    Lease.objects.filter(queue=QUEUE).delete()
+    Lease.objects.filter(IN_BENCH_QUEUES).delete()
     ids.delete()
-    QueueSettings.objects.filter(queue=QUEUE).delete()
+    QueueSettings.objects.filter(IN_BENCH_QUEUES).delete()
     if connection.vendor == "postgresql" and connection.get_autocommit():
         with connection.cursor() as cursor:
             cursor.execute(
@@ -126,13 +138,17 @@ def reset() -> None:
                 cursor.execute("CHECKPOINT")
 
 
-def worker_group(options: Options) -> dict[str, Any]:
+def worker_groups(options: Options) -> dict[str, dict[str, Any]]:
+    """The worker's ``BACKWAVE['GROUPS']``: one group per bench queue, each with the measured settings."""
     return {
-        "QUEUES": [QUEUE],
-        "PUMPS": options.pumps,
-        "POOL_SIZE": options.pool_size,
-        "MAX_CLAIM_BATCH": options.max_claim_batch,
-        "POLL_INTERVAL": options.poll_interval,
+        f"bench-{index}": {
+            "QUEUES": [queue],
+            "PUMPS": options.pumps,
+            "POOL_SIZE": options.pool_size,
+            "MAX_CLAIM_BATCH": options.max_claim_batch,
+            "POLL_INTERVAL": options.poll_interval,
+        }
+        for index, queue in enumerate(bench_queues(options), start=1)
     }
 
 
@@ -145,8 +161,8 @@ def worker_command(options: Options) -> tuple[list[str], dict[str, str]]:
         "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE,
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
     }
-    group = json.dumps(worker_group(options))
-    return [sys.executable, "-m", "django", "backwave_bench", "--worker", group], env
+    groups = json.dumps(worker_groups(options))
+    return [sys.executable, "-m", "django", "backwave_bench", "--worker", groups], env
 
 
 @contextmanager
@@ -223,12 +239,17 @@ def enqueue_rates(options: Options) -> dict[str, Any]:
 
 
 def preload(options: Options, store: DjangoStore) -> None:
+    """Write the backlog into paused queues, shared evenly between the groups' queues."""
     reset()
-    store.pause_queue(QUEUE, actor=ACTOR, now=timezone.now())
+    queues = bench_queues(options)
+    for queue in queues:
+        store.pause_queue(queue, actor=ACTOR, now=timezone.now())
     handler = sleep if options.workload == "sleep" else noop
     payload: dict[str, Any] = {"ms": 10} if options.workload == "sleep" else {}
-    for offset in range(0, options.jobs, 5000):
-        handler.enqueue_many([payload] * min(5000, options.jobs - offset))
+    for index, queue in enumerate(queues):
+        share = options.jobs // len(queues) + (index < options.jobs % len(queues))
+        for offset in range(0, share, 5000):
+            handler.using(queue=queue).enqueue_many([payload] * min(5000, share - offset))
     connection.close()
 
 
@@ -236,18 +257,20 @@ def drain_once(options: Options) -> dict[str, float]:
     store = DjangoStore(connection.alias)
     preload(options, store)
     with workers(options) as procs:
+        queues = bench_queues(options)
         started = timezone.now()
-        store.resume_queue(QUEUE, actor=ACTOR, now=started)
+        for queue in queues:
+            store.resume_queue(queue, actor=ACTOR, now=started)
         # Done when nothing is scheduled or leased: both reads use an index (the claimable partial index, the
         # lease table), so a table full of history does not slow the check and disturb the measurement.
-        scheduled = Job.objects.filter(queue=QUEUE, state="scheduled")
-        leased = Lease.objects.filter(queue=QUEUE)
+        scheduled = Job.objects.filter(queue__in=queues, state="scheduled")
+        leased = Lease.objects.filter(queue__in=queues)
         deadline = time.monotonic() + max(600.0, options.jobs / 50)
         while scheduled.exists() or leased.exists():
             if time.monotonic() > deadline:
                 raise RuntimeError("the drain did not finish in time")
             time.sleep(0.01)
-        finished = Job.objects.filter(queue=QUEUE).aggregate(t=Max("terminal_at"))["t"]
+        finished = Job.objects.filter(queue__in=queues).aggregate(t=Max("terminal_at"))["t"]
         for proc in procs:
             proc.terminate()
         for proc in procs:
@@ -337,15 +360,15 @@ def drop_history() -> None:
     Job.objects.filter(queue="backwave-bench-history").delete()
 
 
-def run_worker(group: dict[str, Any]) -> None:
-    """The ``--worker`` mode: one process running the bench group until SIGTERM, counting statements."""
+def run_worker(groups: dict[str, dict[str, Any]]) -> None:
+    """The ``--worker`` mode: one process running the bench groups until SIGTERM, counting statements."""
     import signal
 
     from django.conf import settings
 
     from .shell.node import Node
 
-    settings.BACKWAVE = {"GROUPS": {"bench": group}, "HINTS": True}
+    settings.BACKWAVE = {"GROUPS": groups, "HINTS": True}
     conf.reload()
     statements = 0
     lock = threading.Lock()
@@ -366,7 +389,7 @@ def run_worker(group: dict[str, Any]) -> None:
         return wrapper
 
     connections.create_connection = instrumented  # type: ignore[method-assign]
-    node = Node(["bench"])
+    node = Node(list(groups))
     node.start()
     sys.stdout.write("READY\n")
     sys.stdout.flush()

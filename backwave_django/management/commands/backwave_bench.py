@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -19,20 +21,28 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         add = parser.add_argument
-        add("--jobs", type=int, default=20_000, help="Jobs per drain run and for the bulk enqueue (20000).")
-        add("--single-jobs", type=int, default=2_000, help="Jobs for the one-at-a-time enqueue rate (2000).")
+        add("--jobs", type=count, default=20_000, help="Jobs per drain run and for the bulk enqueue (20000).")
+        add(
+            "--single-jobs", type=count, default=2_000, help="Jobs for the one-at-a-time enqueue rate (2000)."
+        )
         add("--workload", choices=["noop", "sleep"], default="noop", help="noop, or a 10 ms sleep per job.")
-        add("--processes", type=int, default=1, help="Worker processes for the drain (1).")
-        add("--pumps", type=int, default=2, help="PUMPS per worker process (2).")
-        add("--pool-size", type=int, default=256, help="POOL_SIZE per Pump (256).")
-        add("--max-claim-batch", type=int, default=256, help="MAX_CLAIM_BATCH (256).")
-        add("--poll-interval", type=float, default=0.05, help="POLL_INTERVAL in seconds (0.05).")
-        add("--runs", type=int, default=3, help="Measured drain runs; the median is reported (3).")
-        add("--latency-jobs", type=int, default=200, help="Jobs for the pickup latency (200).")
-        add("--scale-rows", type=int, default=1_000_000, help="Succeeded rows for the claim-cost figure.")
+        add("--processes", type=count, default=1, help="Worker processes for the drain (1).")
+        add("--groups", type=count, default=1, help="Worker groups per process, each its own queue (1).")
+        add("--pumps", type=count, default=2, help="PUMPS per worker group (2).")
+        add("--pool-size", type=count, default=256, help="POOL_SIZE per Pump (256).")
+        add("--max-claim-batch", type=count, default=256, help="MAX_CLAIM_BATCH (256).")
+        add("--poll-interval", type=seconds, default=0.05, help="POLL_INTERVAL in seconds (0.05).")
+        add("--runs", type=count, default=3, help="Measured drain runs; the median is reported (3).")
+        add("--latency-jobs", type=count, default=200, help="Jobs for the pickup latency (200).")
+        add(
+            "--scale-rows",
+            type=count_or_zero,
+            default=1_000_000,
+            help="Succeeded rows for the claim-cost figure.",
+        )
         add("--only", action="append", choices=FIGURES, help="Measure only these figures (repeatable).")
         add("--json", action="store_true", help="Print the results as JSON only.")
-        add("--worker", metavar="GROUP_JSON", help=argparse_suppress())
+        add("--worker", metavar="GROUPS_JSON", help=argparse_suppress())
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["worker"]:
@@ -43,6 +53,7 @@ class Command(BaseCommand):
             single_jobs=options["single_jobs"],
             workload=options["workload"],
             processes=options["processes"],
+            groups=options["groups"],
             pumps=options["pumps"],
             pool_size=options["pool_size"],
             max_claim_batch=options["max_claim_batch"],
@@ -66,7 +77,10 @@ class Command(BaseCommand):
             )
         if "drain" in opts.figures or "scale" in opts.figures:
             figure = results.figures["drain"] = bench.drain(opts)
-            shape = f"{opts.processes} process(es) x {opts.pumps} pump(s) x pool {opts.pool_size}"
+            shape = (
+                f"{opts.processes} process(es) x {opts.groups} group(s) x {opts.pumps} pump(s) "
+                f"x pool {opts.pool_size}"
+            )
             say(
                 f"drain ({opts.workload}, {shape}): {figure['jobs_per_s']:,.0f} jobs/s "
                 f"(runs {figure['runs']}); "
@@ -98,6 +112,28 @@ class Command(BaseCommand):
 
 
 def argparse_suppress() -> str:
-    import argparse
-
     return argparse.SUPPRESS
+
+
+def _at_least(text: str, kind: type[int] | type[float], least: float) -> float:
+    try:
+        value: float = kind(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= least):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a{'n int' if kind is int else ' number'} >= {least:g}"
+        )
+    return value
+
+
+def count(text: str) -> int:
+    return int(_at_least(text, int, 1))
+
+
+def count_or_zero(text: str) -> int:
+    return int(_at_least(text, int, 0))
+
+
+def seconds(text: str) -> float:
+    return _at_least(text, float, 0.001)
