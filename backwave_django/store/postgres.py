@@ -25,8 +25,8 @@ from .django import ADVISORY_CLASS, HINT_CHANNEL, DjangoStore, _Change, _check_b
 #: What a pooler that cannot keep prepared statements (PgBouncer in transaction mode without
 #: ``max_prepared_statements``) makes of ours: it hands the next statement another server connection.
 POOLER_HINT = (
-    "backwave prepares its hot statements; behind a connection pooler that cannot keep prepared statements "
-    "(PgBouncer in transaction mode before 1.21, or without max_prepared_statements), set "
+    "backwave prepares its enqueue statements; behind a connection pooler that cannot keep prepared "
+    "statements (PgBouncer in transaction mode before 1.21, or without max_prepared_statements), set "
     "BACKWAVE['PREPARED_STATEMENTS'] = False."
 )
 

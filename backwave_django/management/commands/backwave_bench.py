@@ -32,13 +32,13 @@ class Command(BaseCommand):
         add("--pool-size", type=count, default=256, help="POOL_SIZE per Pump (256).")
         add("--max-claim-batch", type=count, default=256, help="MAX_CLAIM_BATCH (256).")
         add("--poll-interval", type=seconds, default=0.05, help="POLL_INTERVAL in seconds (0.05).")
-        add("--runs", type=count, default=3, help="Measured drain runs; the median is reported (3).")
+        add("--runs", type=count, default=3, help="Measured runs of each rate; the median is reported (3).")
         add("--latency-jobs", type=count, default=200, help="Jobs for the pickup latency (200).")
         add(
             "--scale-rows",
             type=count_or_zero,
             default=1_000_000,
-            help="Succeeded rows for the claim-cost figure.",
+            help="Succeeded rows for the claim-cost figure; 0 skips it (1000000).",
         )
         add("--only", action="append", choices=FIGURES, help="Measure only these figures (repeatable).")
         add("--json", action="store_true", help="Print the results as JSON only.")
