@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 from typing import Any
@@ -48,21 +49,9 @@ class Command(BaseCommand):
         if options["worker"]:
             bench.run_worker(json.loads(options["worker"]))
             return
-        opts = bench.Options(
-            jobs=options["jobs"],
-            single_jobs=options["single_jobs"],
-            workload=options["workload"],
-            processes=options["processes"],
-            groups=options["groups"],
-            pumps=options["pumps"],
-            pool_size=options["pool_size"],
-            max_claim_batch=options["max_claim_batch"],
-            poll_interval=options["poll_interval"],
-            runs=options["runs"],
-            latency_jobs=options["latency_jobs"],
-            scale_rows=options["scale_rows"],
-            figures=tuple(options["only"] or FIGURES),
-        )
+        # Every option named like an Options field (--pool-size is pool_size) sets it; --only sets figures.
+        given = {f.name: options[f.name] for f in dataclasses.fields(bench.Options) if f.name in options}
+        opts = bench.Options(**given, figures=tuple(options["only"] or FIGURES))
         results = bench.Results(settings=bench.asdict(opts), machine=bench.machine())
         say = (lambda line: None) if options["json"] else self.stdout.write
         say(f"backwave_bench on {results.machine['database']}, {results.machine['cores']} cores, "
