@@ -164,7 +164,7 @@ class NodeDriver:
         self.cancel_signalled.discard(job_id)
         retry_at = None
         if kind is OutcomeKind.FAILED:
-            retry_at = self.config.retry.next_attempt_at(job.attempt, job.max_attempts, now)
+            retry_at = self.config.retry.next_attempt_at(job.attempt, job.max_attempts, now, key=job_id)
         self.buffer.append(
             OutcomeReport(job_id=job_id, attempt=job.attempt, kind=kind, retry_at=retry_at, message=message)
         )

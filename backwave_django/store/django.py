@@ -520,7 +520,7 @@ class _Change:
         cls, job_id: int, attempt: int, owner: str, max_attempts: int, cancel_requested: bool,
         retry: RetryPolicy, now: datetime,
     ) -> _Change:  # fmt: skip
-        retry_at = retry.next_attempt_at(attempt, max_attempts, now)
+        retry_at = retry.next_attempt_at(attempt, max_attempts, now, key=job_id)
         if cancel_requested:
             state, cause = State.CANCELLED, "operator-cancel (its lease expired)"
         elif retry_at is None:

@@ -19,9 +19,9 @@ from ..conftest import LEASE, T0
 
 MAX_PAYLOAD = 65536
 #: One-second-doubling backoff, so expiry retries land at now + 2 s, 4 s, ...
-RETRY = RetryPolicy(max_attempts=10, backoff_base=2.0, backoff_cap=300.0)
+RETRY = RetryPolicy(max_attempts=10, backoff_base=2.0, backoff_cap=300.0, jitter=False)
 #: Retries due at once after an expiry, for tests that cycle a job through many Attempts.
-NO_BACKOFF = RetryPolicy(backoff_base=1.0, backoff_cap=0.0)
+NO_BACKOFF = RetryPolicy(backoff_base=1.0, backoff_cap=0.0, jitter=False)
 WORKER = "host:1:default:a"
 OTHER_WORKER = "host:2:default:b"
 

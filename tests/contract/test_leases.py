@@ -198,7 +198,7 @@ def test_the_sweep_retries_up_to_the_jobs_ceiling_even_above_the_policys_default
 def test_the_sweep_uses_the_backoff_of_the_policy_it_is_given(store):
     job = enqueue_one(store)
     claim(store)
-    slow = RetryPolicy(backoff_base=10.0, backoff_cap=3600.0)
+    slow = RetryPolicy(backoff_base=10.0, backoff_cap=3600.0, jitter=False)
 
     sweep(store, now=LAPSED, retry=slow)
 

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db
 
 WORKERS = ("host:1:g:a", "host:2:g:b", "host:3:g:c")
 QUEUES = ("alpha", "beta")
-POLICY = RetryPolicy(max_attempts=3, backoff_base=2.0, backoff_cap=60.0)
+POLICY = RetryPolicy(max_attempts=3, backoff_base=2.0, backoff_cap=60.0, jitter=False)
 STEPS = 250
 
 

@@ -145,7 +145,7 @@ def heartbeat(*job_ids: int) -> cmd.Heartbeat:
 
 
 def sweep(max_jobs: int = 3, queues: tuple[str, ...] = Q) -> cmd.ExpireLeases:
-    return cmd.ExpireLeases(queues=queues, max_jobs=max_jobs, retry=RetryPolicy())
+    return cmd.ExpireLeases(queues=queues, max_jobs=max_jobs, retry=RetryPolicy(jitter=False))
 
 
 def abandon(*job_ids: int) -> list[cmd.Command]:
@@ -165,7 +165,7 @@ def make_driver(policy: Any = None, **dials: Any) -> NodeDriver:
     """A Driver with a small pool (4) and claim batch (3), so every cap shows in a short script."""
     if callable(policy):
         policy = policy()
-    dials = {"pool_size": 4, "max_claim_batch": 3, **dials}
+    dials = {"pool_size": 4, "max_claim_batch": 3, "retry": RetryPolicy(jitter=False), **dials}
     return NodeDriver(DriverConfig(policy=policy or Strict(Q), **dials))
 
 
@@ -529,7 +529,7 @@ def test_each_kind_of_ending_becomes_one_outcome_report(claimed_job, finished, e
 
 
 def test_the_retry_decision_uses_the_configured_backoff():
-    driver = make_driver(retry=RetryPolicy(backoff_base=3, backoff_cap=60))
+    driver = make_driver(retry=RetryPolicy(backoff_base=3, backoff_cap=60, jitter=False))
     run(
         driver,
         [
