@@ -77,6 +77,7 @@ class GroupSettings:
     max_outcome_batch: int
     maintenance_interval: timedelta
     shutdown_grace: timedelta
+    timeout: timedelta | None = timedelta(minutes=30)
 
     def new_policy(self) -> Policy:
         """A fresh policy (Weighted keeps per-Pump credit, so each Driver needs its own)."""
@@ -308,3 +309,8 @@ def _reset(*, setting: str, **_: Any) -> None:
 
 
 setting_changed.connect(_reset)
+
+
+def default_group_settings(name: str = "default") -> GroupSettings:
+    """A group with every default."""
+    return _group(name, {})

@@ -6,10 +6,21 @@ Rows change only through the store (``backwave_django.store``), which enforces t
 
 from __future__ import annotations
 
+import enum
+from typing import Any
+
 from django.db import models
 from django.db.models import Q
 
+from .core.health import Health
+from .core.records import OutcomeKind
 from .core.states import State
+
+
+def _choices(name: str, values: type[enum.StrEnum], labels: dict[str, str] | None = None) -> Any:
+    """Model choices built from a Core enum (values, and labels for the admin), so the two never drift."""
+    labels = labels or {}
+    return models.TextChoices(name, [(v.name, (v.value, labels.get(v.value, v.value))) for v in values])
 
 
 class JobQuerySet(models.QuerySet["Job"]):
@@ -21,26 +32,11 @@ class JobQuerySet(models.QuerySet["Job"]):
         """Jobs that have not reached a terminal state."""
         return self.filter(state__in=[State.SCHEDULED, State.AWAITING_PARENT, State.LEASED])
 
-    def quarantined(self) -> JobQuerySet:
-        """Jobs set aside because no handler fits them (unknown wire name or undecodable payload)."""
-        return self.filter(state=State.QUARANTINED)
-
-    def dead_lettered(self) -> JobQuerySet:
-        """Jobs given up on after ``max_attempts`` failed or expired Attempts."""
-        return self.filter(state=State.DEAD_LETTERED)
-
 
 class Job(models.Model):
     """One unit of work: a wire name (which handler), a JSON payload (its arguments) and where it stands."""
 
-    class State(models.TextChoices):
-        SCHEDULED = State.SCHEDULED.value, "scheduled"
-        AWAITING_PARENT = State.AWAITING_PARENT.value, "awaiting parent"
-        LEASED = State.LEASED.value, "leased"
-        SUCCEEDED = State.SUCCEEDED.value, "succeeded"
-        CANCELLED = State.CANCELLED.value, "cancelled"
-        DEAD_LETTERED = State.DEAD_LETTERED.value, "dead-lettered"
-        QUARANTINED = State.QUARANTINED.value, "quarantined"
+    State = _choices("State", State, {"awaiting_parent": "awaiting parent", "dead_lettered": "dead-lettered"})
 
     id = models.BigAutoField(primary_key=True, help_text="Also the enqueue order: the claim's tiebreak.")
     wire_name = models.CharField(max_length=128, help_text="Names the handler; stable across deploys.")
@@ -54,6 +50,11 @@ class Job(models.Model):
     terminal_at = models.DateTimeField(null=True, blank=True)
     terminal_cause = models.TextField(blank=True, default="")
     cancel_requested = models.BooleanField(default=False)
+    timeout = models.DurationField(
+        null=True,
+        blank=True,
+        help_text="This job's time limit per Attempt; empty: its worker group's TIMEOUT.",
+    )
 
     objects = JobQuerySet.as_manager()
 
@@ -166,13 +167,7 @@ class Lease(models.Model):
 class Outcome(models.Model):
     """How one Attempt ended: one row per Attempt, written with the state change it caused."""
 
-    class Kind(models.TextChoices):
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
-        UNROUTABLE = "unroutable"
-        EXPIRED = "expired"
-        RELEASED = "released"
+    Kind = _choices("Kind", OutcomeKind)
 
     id = models.BigAutoField(primary_key=True)
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="outcomes", db_index=False)
@@ -245,11 +240,7 @@ class AuditRecord(models.Model):
 class PumpStatus(models.Model):
     """What each Pump last said about itself: running, degraded, halted or stopped, and when."""
 
-    class Health(models.TextChoices):
-        RUNNING = "running"
-        DEGRADED = "degraded"
-        HALTED = "halted"
-        STOPPED = "stopped"
+    Health = _choices("Health", Health)
 
     worker_id = models.CharField(max_length=255, primary_key=True)
     group = models.CharField(max_length=128)

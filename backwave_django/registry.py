@@ -8,6 +8,7 @@ at import time that names both handlers.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -16,7 +17,8 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from . import codec
 from .context import JobContext
-from .store.contract import MAX_QUEUE_NAME_LENGTH, MAX_WIRE_NAME_LENGTH
+from .core.names import queue_name_problem, wire_name_problem
+from .core.retry import MAX_ATTEMPTS_LIMIT
 
 if TYPE_CHECKING:
     from .models import Job
@@ -52,6 +54,7 @@ class JobRegistration:
     wire_name: str
     queue: str
     max_attempts: int | None  # None: BACKWAVE['RETRY']['MAX_ATTEMPTS']
+    timeout: timedelta | None  # None: the worker group's TIMEOUT
     target: Callable[..., Any]  # the function, or the class whose instance runs per Attempt
     is_class: bool
     signature: inspect.Signature = field(repr=False)  # the payload's parameters (no context, no self)
@@ -159,12 +162,42 @@ def _due_at(run_after: datetime | timedelta | None, now: datetime) -> datetime:
     raise TypeError(f"run_after must be an aware datetime or a timedelta, not {type(run_after).__name__}")
 
 
-def _check_options(*, queue: str | None, max_attempts: int | None) -> None:
-    if queue is not None and (not isinstance(queue, str) or not queue or len(queue) > MAX_QUEUE_NAME_LENGTH):
-        raise JobDefinitionError(f"queue {queue!r} must be a name of 1 to {MAX_QUEUE_NAME_LENGTH} characters")
-    bad_count = isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+#: The longest time limit a job may set for one Attempt.
+MAX_TIMEOUT = timedelta(days=7)
+
+
+def _check_options(*, queue: object = None, max_attempts: object = None, timeout: object = None) -> None:
+    """The per-job options, checked the same way at definition (``@job``) and per call (``using``)."""
+    if queue is not None and (problem := queue_name_problem(queue)):
+        raise JobDefinitionError(problem)
+    bad_count = (
+        isinstance(max_attempts, bool)
+        or not isinstance(max_attempts, int)
+        or not 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT
+    )
     if max_attempts is not None and bad_count:
-        raise JobDefinitionError(f"max_attempts must be an int >= 1 or None, not {max_attempts!r}")
+        raise JobDefinitionError(
+            f"max_attempts must be an int from 1 to {MAX_ATTEMPTS_LIMIT}, or None; got {max_attempts!r}"
+        )
+    if timeout is not None:
+        _timeout(timeout)
+
+
+def _timeout(value: object) -> timedelta | None:
+    """A time limit given as a timedelta or a number of seconds, checked: (0, 7 days]."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        limit = value
+    elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        limit = timedelta(seconds=min(float(value), MAX_TIMEOUT.total_seconds() + 1))
+    else:
+        raise JobDefinitionError(
+            f"timeout must be a number of seconds or a timedelta, or None; got {value!r}"
+        )
+    if not timedelta(0) < limit <= MAX_TIMEOUT:
+        raise JobDefinitionError(f"timeout must be more than 0 and at most 7 days; got {value!r}")
+    return limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +205,7 @@ class _Options:
     queue: str | None = None
     run_after: datetime | timedelta | None = None
     max_attempts: int | None = None
+    timeout: timedelta | None = None
 
 
 class JobFunction[**P, R]:
@@ -201,13 +235,16 @@ class JobFunction[**P, R]:
         queue: str | None = None,
         run_after: datetime | timedelta | None = None,
         max_attempts: int | None = None,
+        timeout: timedelta | float | None = None,
     ) -> JobFunction[P, R]:
-        """The same job with per-call overrides: another queue, a later start, another attempt ceiling."""
-        _check_options(queue=queue, max_attempts=max_attempts)
+        """The same job with per-call overrides: another queue, a later start, another attempt ceiling,
+        another time limit per Attempt (a timedelta or seconds)."""
+        _check_options(queue=queue, max_attempts=max_attempts, timeout=timeout)
         merged = _Options(
             queue=queue if queue is not None else self._options.queue,
             run_after=run_after if run_after is not None else self._options.run_after,
             max_attempts=max_attempts if max_attempts is not None else self._options.max_attempts,
+            timeout=_timeout(timeout) if timeout is not None else self._options.timeout,
         )
         return JobFunction(self.registration, merged)
 
@@ -231,16 +268,16 @@ class JobFunction[**P, R]:
         from django.utils import timezone
 
         from . import conf
+        from .models import Job
         from .store import NewJob, get_store
 
         settings = conf.get()
         now = timezone.now()
         options, reg = self._options, self.registration
         queue = options.queue or reg.queue
-        if not queue or len(queue) > MAX_QUEUE_NAME_LENGTH:
-            raise ValueError(f"queue name {queue!r} must be 1 to {MAX_QUEUE_NAME_LENGTH} characters")
         due_at = _due_at(options.run_after, now)
         max_attempts = options.max_attempts or reg.max_attempts or settings.retry.max_attempts
+        timeout = options.timeout or reg.timeout
         payloads = []
         for index, call in enumerate(arguments):
             try:
@@ -249,10 +286,27 @@ class JobFunction[**P, R]:
                 where = f"call {index} of {reg.wire_name!r}" if len(arguments) > 1 else repr(reg.wire_name)
                 raise codec.PayloadError(f"cannot enqueue {where}: {exc}") from None
         new_jobs = [
-            NewJob(wire_name=reg.wire_name, payload=p, queue=queue, due_at=due_at, max_attempts=max_attempts)
+            NewJob(
+                wire_name=reg.wire_name,
+                payload=p,
+                queue=queue,
+                due_at=due_at,
+                max_attempts=max_attempts,
+                timeout=timeout,
+            )
             for p in payloads
         ]
-        return get_store().enqueue(new_jobs, now=now, max_payload_bytes=settings.max_payload_bytes)
+        store = get_store(settings.database)
+        enqueued = store.enqueue(new_jobs, now=now, max_payload_bytes=settings.max_payload_bytes)
+        rows = []
+        for new, done in zip(new_jobs, enqueued, strict=True):
+            row = Job(
+                id=done.id, wire_name=new.wire_name, queue=new.queue, payload=new.payload,
+                max_attempts=new.max_attempts, due_at=new.due_at, created_at=now, timeout=new.timeout,
+            )  # fmt: skip
+            row._state.adding, row._state.db = False, store.using
+            rows.append(row)
+        return rows
 
 
 def _payload_signature(target: Callable[..., Any], is_class: bool) -> tuple[inspect.Signature, str | None]:
@@ -277,7 +331,11 @@ def _payload_signature(target: Callable[..., Any], is_class: bool) -> tuple[insp
 
 
 def job(
-    wire_name: str, *, queue: str = "default", max_attempts: int | None = None
+    wire_name: str,
+    *,
+    queue: str = "default",
+    max_attempts: int | None = None,
+    timeout: timedelta | float | None = None,
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
     """Register a function (or a class with a ``run`` method) as a job under an explicit wire name.
 
@@ -290,12 +348,10 @@ def job(
             "@job needs an explicit wire name, e.g. @job('send-welcome-email'); it is the job's identity in "
             "the database and is never derived from the function's name"
         )
-    if not wire_name.strip() or wire_name != wire_name.strip() or len(wire_name) > MAX_WIRE_NAME_LENGTH:
-        raise JobDefinitionError(
-            f"wire name {wire_name!r} must be 1 to {MAX_WIRE_NAME_LENGTH} characters, "
-            "with no surrounding spaces"
-        )
-    _check_options(queue=queue, max_attempts=max_attempts)
+    problem = wire_name_problem(wire_name)
+    if problem:
+        raise JobDefinitionError(problem)
+    _check_options(queue=queue, max_attempts=max_attempts, timeout=timeout)
 
     def decorate(target: Callable[P, R]) -> JobFunction[P, R]:
         is_class = inspect.isclass(target)
@@ -304,6 +360,7 @@ def job(
             wire_name=wire_name,
             queue=queue,
             max_attempts=max_attempts,
+            timeout=_timeout(timeout),
             target=target,
             is_class=is_class,
             signature=signature,

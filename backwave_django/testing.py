@@ -12,13 +12,13 @@ they see the test's transaction). Time moves only when you say so::
             pump.advance(timedelta(seconds=2))      # the backoff passes; attempt 2 succeeds
         assert Job.objects.get().state == Job.State.SUCCEEDED
 
-Its scheduling decisions are the production Pump's, because both obey the same Driver. With pytest, the
-``backwave_pump`` fixture gives a fresh one (and the ``db`` fixture).
+Its scheduling decisions are the production Pump's, because both obey the same Driver through the same
+command runner and executor. With pytest, the ``backwave_pump`` fixture gives a fresh one (and the ``db``
+fixture).
 """
 
 from __future__ import annotations
 
-import traceback
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,21 +27,21 @@ from types import TracebackType
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Min
 from django.utils import timezone
 
-from . import codec, conf
+from . import conf
 from .context import JobContext
-from .core import commands as cmd
 from .core import events as ev
 from .core.dispatch import Policy, Strict
 from .core.driver import DriverConfig, NodeDriver
 from .core.records import ClaimedJob
 from .core.retry import RetryPolicy
-from .core.states import State
-from .registry import Registry, UnknownJob, registry
-from .shell.scope import AttemptResult
+from .registry import JobRegistration, Registry, registry
+from .shell.executor import Attempt, Executor
+from .shell.runner import CommandRunner
+from .shell.scope import AttemptResult, DatabaseGuard
 from .store import get_store
+from .store.contract import JobStore
 
 MAX_STEPS = 100_000
 
@@ -68,15 +68,17 @@ class TestPump:
         queues: Sequence[str] | None = None,
         policy: Policy | None = None,
         start: datetime | None = None,
-        worker_id: str = "test-node",
-        pool_size: int = 20,
-        max_claim_batch: int = 32,
-        lease_duration: timedelta = timedelta(minutes=1),
+        worker_id: str = "test-node:0:test",
+        pool_size: int | None = None,
+        max_claim_batch: int | None = None,
+        lease_duration: timedelta | None = None,
         retry: RetryPolicy | None = None,
         registry: Registry = registry,
         using: str | None = None,
+        store: JobStore | None = None,
     ) -> None:
         settings = conf.get()
+        defaults = conf.default_group_settings()
         if policy is not None:
             queues = policy.served_queues
         elif queues is None:
@@ -86,19 +88,36 @@ class TestPump:
         self._follows_wall_clock = start is None
         self.worker_id = worker_id
         self.registry = registry
-        self.store = get_store(using or settings.database)
+        self.store = store or get_store(using or settings.database)
+        batch = max_claim_batch or defaults.max_claim_batch
         self.driver = NodeDriver(
             DriverConfig(
                 policy=policy or Strict(self.queues),
-                pool_size=pool_size,
-                max_claim_batch=max_claim_batch,
-                lease_duration=lease_duration,
+                pool_size=pool_size or defaults.pool_size,
+                max_claim_batch=batch,
+                max_outcome_batch=batch,
+                lease_duration=lease_duration or defaults.lease_duration,
                 maintenance_interval=timedelta(0),
                 retry=retry or settings.retry,
+                timeout=None,  # handlers run inline: virtual time never moves while one runs
             )
         )
         self.executions: list[Execution] = []
-        self._details: dict[int, str] = {}
+        self._errors: dict[int, BaseException] = {}
+        self._claimed: dict[int, ClaimedJob] = {}
+        self._fifo: deque[ev.Event] = deque()
+        self.executor = Executor(registry, worker_id, lambda: self.now, self._run_in_savepoint)
+        self.runner = CommandRunner(
+            store=self.store,
+            worker_id=worker_id,
+            group="test",
+            queues=self.queues,
+            started_at=self._now,
+            executor=self.executor,
+            host=self,
+            clock=lambda: self.now,
+            raise_faults=True,
+        )
 
     @property
     def now(self) -> datetime:
@@ -125,9 +144,8 @@ class TestPump:
     def run_due(self) -> list[Execution]:
         """Expire lapsed leases, then claim and run everything due at ``now`` until nothing more is."""
         before = len(self.executions)
-        self._drive(
-            [ev.MaintenanceDue(now=self.now), ev.PollDue(now=self.now), ev.HeartbeatDue(now=self.now)]
-        )
+        now = self.now
+        self._drive([ev.MaintenanceDue(now=now), ev.PollDue(now=now), ev.HeartbeatDue(now=now)])
         return self.executions[before:]
 
     def advance(self, by: timedelta) -> list[Execution]:
@@ -148,90 +166,76 @@ class TestPump:
 
     def next_activity(self) -> datetime | None:
         """The earliest future due time or lease expiry in the served queues, or None."""
-        now = self.now
-        jobs = self._queryset("Job").filter(state=State.SCHEDULED, queue__in=self.queues, due_at__gt=now)
-        leases = self._queryset("Lease").filter(queue__in=self.queues, expires_at__gt=now)
-        times = [jobs.aggregate(t=Min("due_at"))["t"], leases.aggregate(t=Min("expires_at"))["t"]]
-        present = [t for t in times if t is not None]
-        return min(present) if present else None
-
-    def _queryset(self, model: str) -> Any:
-        from . import models
-
-        return getattr(models, model).objects.using(self.store.using)
+        return self.store.upcoming(self.queues, after=self.now)
 
     def _drive(self, first: Sequence[ev.Event]) -> None:
-        fifo: deque[ev.Event] = deque(first)
+        self._fifo.extend(first)
         steps = 0
-        while fifo:
+        while self._fifo:
             steps += 1
             if steps > MAX_STEPS:
                 raise RuntimeError(
                     "the test pump did not settle; a job keeps becoming due at the same instant"
                 )
-            for command in self.driver.step(fifo.popleft()):
-                fifo.extend(self._obey(command))
+            event = self._fifo.popleft()
+            self._record(event)
+            self._fifo.extend(self.runner.run(self.driver.step(event)))
 
-    def _obey(self, command: cmd.Command) -> list[ev.Event]:
-        store, now = self.store, self.now
-        match command:
-            case cmd.ClaimBatch(queues=queues, max_jobs=max_jobs, lease_duration=lease):
-                jobs = store.claim(
-                    worker_id=self.worker_id, queues=queues, max_jobs=max_jobs, lease_duration=lease, now=now
-                )
-                return [ev.ClaimCompleted(now=now, jobs=tuple(jobs))]
-            case cmd.ExecuteJob(job=job):
-                return [self._execute(job)]
-            case cmd.ReportOutcomes(reports=reports):
-                details = {
-                    r.job_id: self._details.pop(r.job_id) for r in reports if r.job_id in self._details
-                }
-                result = store.report(worker_id=self.worker_id, reports=reports, now=now, details=details)
-                return [ev.OutcomesReported(now=now, applied=result.applied, stale=result.stale)]
-            case cmd.Heartbeat(job_ids=job_ids, lease_duration=lease):
-                results = store.heartbeat(
-                    worker_id=self.worker_id, job_ids=job_ids, lease_duration=lease, now=now
-                )
-                return [ev.HeartbeatCompleted(now=now, results=tuple(results))]
-            case cmd.ExpireLeases(queues=queues, max_jobs=max_jobs, retry=retry):
-                return [
-                    ev.LeasesExpired(
-                        now=now,
-                        count=store.expire_leases(queues=queues, max_jobs=max_jobs, retry=retry, now=now),
-                    )
-                ]
-            case cmd.ReleaseLeases(job_ids=job_ids):
-                store.release(worker_id=self.worker_id, job_ids=job_ids, now=now)
-                return [ev.LeasesReleased(now=now)]
-            case cmd.RequestPoll():
-                return [ev.PollDue(now=now)]
-            case _:  # SignalCancellation, AbandonExecution, Stop: nothing runs concurrently here
-                return []
+    def _record(self, event: ev.Event) -> None:
+        match event:
+            case ev.ClaimCompleted(jobs=jobs):
+                self._claimed.update((job.id, job) for job in jobs)
+            case ev.ExecutionSucceeded(job_id=job_id):
+                self._executed(job_id, "succeeded")
+            case ev.ExecutionFailed(job_id=job_id):
+                self._executed(job_id, "failed", self._errors.pop(job_id, None))
+            case ev.ExecutionUnroutable(job_id=job_id, reason=reason):
+                self._executed(job_id, "unroutable", LookupError(reason))
 
-    def _execute(self, job: ClaimedJob) -> ev.Event:
-        now = self.now
+    def _executed(self, job_id: int, outcome: str, error: BaseException | None = None) -> None:
+        job = self._claimed.pop(job_id)
+        self.executions.append(Execution(job_id, job.wire_name, job.attempt, outcome, error))
+
+    def _run_in_savepoint(
+        self,
+        registration: JobRegistration,
+        arguments: dict[str, Any],
+        context: JobContext,
+        guard: DatabaseGuard,
+    ) -> AttemptResult:
+        """A savepoint per handler: a handler that breaks the transaction (an IntegrityError on PostgreSQL,
+        say) fails its Attempt without poisoning the test's own transaction."""
         try:
-            registration = self.registry.get(job.wire_name)
-            arguments = registration.decode(job.payload)
-        except (UnknownJob, codec.PayloadDecodeError) as exc:
-            self.executions.append(Execution(job.id, job.wire_name, job.attempt, "unroutable", exc))
-            return ev.ExecutionUnroutable(now=now, job_id=job.id, reason=str(exc))
-        context = JobContext(
-            job_id=job.id, attempt=job.attempt, wire_name=job.wire_name, queue=job.queue,
-            max_attempts=job.max_attempts, worker_id=self.worker_id,
-        )  # fmt: skip
-        try:
-            # A savepoint per handler: a handler that breaks the transaction (an IntegrityError on
-            # PostgreSQL, say) fails its Attempt without poisoning the test's own transaction.
             with transaction.atomic(using=self.store.using):
                 try:
                     registration.execute(arguments, context)
                 finally:
                     context.scope.close()
-        except Exception as exc:
-            self.executions.append(Execution(job.id, job.wire_name, job.attempt, "failed", exc))
-            result = AttemptResult(error=exc, detail="".join(traceback.format_exception(exc)))
-            self._details[job.id] = result.detail
-            return ev.ExecutionFailed(now=now, job_id=job.id, message=result.message)
-        self.executions.append(Execution(job.id, job.wire_name, job.attempt, "succeeded"))
-        return ev.ExecutionSucceeded(now=now, job_id=job.id)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            self._errors[context.job_id] = exc
+            return AttemptResult.failed(exc)
+        return AttemptResult()
+
+    # -- what the runner asks of its host ---------------------------------------------------------------
+
+    def launch(self, attempt: Attempt) -> None:
+        event = self.executor.run(attempt)
+        if event is not None:
+            self._fifo.append(event)
+
+    def request_poll(self) -> None:
+        self._fifo.append(ev.PollDue(now=self.now))
+
+    def wake_at(self, at: datetime) -> None:
+        """Nothing to wake: the test pump has no timers that matter while handlers run inline."""
+
+    def abandoned(self, attempt: Attempt) -> None:
+        """Nothing runs beside the test pump, so nothing is left behind."""
+
+    def halt(self, reason: str) -> None:
+        raise RuntimeError(f"the test pump halted: {reason}")
+
+    def stop(self) -> None:
+        """The test pump is never shut down."""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from .health import Health
 from .records import ClaimedJob, OutcomeReport
 from .retry import RetryPolicy
 
@@ -27,14 +28,16 @@ class ExecuteJob:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReportOutcomes:
-    """Write these outcomes, each fenced on (worker, attempt); answer with OutcomesReported."""
+    """Write these outcomes, each fenced on (worker, attempt); answer with OutcomesReported.
+    ``retry`` decides (through ``core.transitions``) whether a failure runs again."""
 
     reports: tuple[OutcomeReport, ...]
+    retry: RetryPolicy
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Heartbeat:
-    """Renew the leases of running jobs; answer with HeartbeatCompleted."""
+    """Renew the leases of running jobs and of outcomes not yet written; answer with HeartbeatCompleted."""
 
     job_ids: tuple[int, ...]
     lease_duration: timedelta
@@ -51,28 +54,45 @@ class ExpireLeases:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignalCancellation:
-    """An operator asked to cancel this running job: fire its cancellation signal."""
+    """Ask a running handler to stop (``context.cancelled`` becomes true); it keeps its lease meanwhile."""
 
     job_id: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AbandonExecution:
-    """This worker lost the job's lease: fire its cancellation signal and drop whatever it reports later."""
+    """Stop waiting for this handler: fire its cancellation signal, cut it off from the database (nothing
+    it does from now on is committed), and drop whatever it reports later. Done before its lease is given
+    up."""
 
     job_id: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReleaseLeases:
-    """Shutdown: give these jobs back to the queue at once, without charging an attempt."""
-
-    job_ids: tuple[int, ...]
+class RequestPoll:
+    """Queue a PollDue at the back of the event queue (never run inline)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RequestPoll:
-    """Queue a PollDue at the back of the event queue (never run inline)."""
+class WakeAt:
+    """Send a TimerFired at ``at`` (it replaces any earlier WakeAt)."""
+
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordStatus:
+    """Write this Pump's health and heartbeat time for ``backwave_health`` and the admin."""
+
+    health: Health
+    detail: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Halt:
+    """A fault that no retry can cure: stop this Pump now (its leases lapse, other nodes take the work)."""
+
+    reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,7 +108,12 @@ Command = (
     | ExpireLeases
     | SignalCancellation
     | AbandonExecution
-    | ReleaseLeases
     | RequestPoll
+    | WakeAt
+    | RecordStatus
+    | Halt
     | Stop
 )
+
+#: Commands that make a store round-trip and owe the Driver exactly one answer.
+STORE_COMMANDS = (ClaimBatch, ReportOutcomes, Heartbeat, ExpireLeases)

@@ -1,38 +1,64 @@
 """The Node Driver: every decision one Pump makes, as ``step(event) -> commands``.
 
-It owns claim sizing (Backpressure), dispatch, outcome batching, the retry decision, heartbeats, the
-maintenance cadence and the shutdown drain. It performs no I/O and reads no clock: the Shell turns timers,
-hints and store replies into events and obeys the commands in the order they are returned.
+It owns claim sizing (Backpressure), dispatch, outcome batching and their retries, how a handler's ending is
+classified, heartbeats, handler timeouts, the maintenance cadence, the Pump's health and the shutdown drain.
+It performs no I/O and reads no clock: the Shell turns timers, hints, handler results and store replies into
+events and obeys the commands in the order they are returned.
 """
 
 from __future__ import annotations
 
+import enum
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from . import commands as cmd
 from . import events as ev
+from .deadlines import Deadline, Deadlines, Kind
 from .dispatch import PlannedClaim, Policy
+from .health import Health
 from .records import ClaimedJob, OutcomeKind, OutcomeReport
 from .retry import RetryPolicy
+
+#: After a handler's timeout: how long it has to stop on its own before its Attempt fails without it.
+TIMEOUT_GRACE = timedelta(seconds=2)
+#: After the shutdown grace: how long handlers have to stop on their own before they are cut off.
+STOP_WINDOW = timedelta(seconds=2)
+#: After the cut-off: how long a shutdown keeps trying to write outcomes the store refused.
+FINAL_FLUSH_WINDOW = timedelta(seconds=10)
+#: After a transient store fault, store work waits this long, doubling per fault up to the maximum.
+STORE_BACKOFF_MIN = timedelta(milliseconds=100)
+STORE_BACKOFF_MAX = timedelta(seconds=5)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DriverConfig:
-    """The dials of one Pump. Validated by the settings layer before a Driver is built."""
+    """The dials of one Pump (their defaults live in ``conf``, the one table of defaults)."""
 
     policy: Policy
-    pool_size: int = 20
-    max_claim_batch: int = 32
-    max_outcome_batch: int | None = None  # None: the same as max_claim_batch
-    lease_duration: timedelta = timedelta(seconds=60)
-    maintenance_interval: timedelta = timedelta(seconds=5)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    pool_size: int
+    max_claim_batch: int
+    max_outcome_batch: int
+    lease_duration: timedelta
+    maintenance_interval: timedelta
+    retry: RetryPolicy
+    timeout: timedelta | None  # the group's time limit per Attempt; a job's own overrides it
 
-    @property
-    def outcome_batch(self) -> int:
-        return self.max_outcome_batch or self.max_claim_batch
+
+class Why(enum.Enum):
+    """Why a running handler was asked to stop: it decides what its ending counts as."""
+
+    OPERATOR = "operator"  # a failure after this is a cancellation
+    TIMEOUT = "timeout"  # a failure after this is a timeout
+    SHUTDOWN = "shutdown"  # a failure after this gives the job back, uncounted
+
+
+@dataclass(slots=True)
+class _Running:
+    job: ClaimedJob
+    timeout: timedelta | None
+    stopping: Why | None = None
 
 
 class NodeDriver:
@@ -40,74 +66,99 @@ class NodeDriver:
 
     def __init__(self, config: DriverConfig) -> None:
         self.config = config
-        self.executing: dict[int, ClaimedJob] = {}
+        self.executing: dict[int, _Running] = {}
         self.buffer: list[OutcomeReport] = []
         self.reservations: deque[int] = deque()  # one per claim issued and not yet completed
-        self.reports_in_flight: deque[int] = deque()  # sizes of outcome batches not yet answered
+        self.reports_in_flight: deque[tuple[OutcomeReport, ...]] = deque()  # batches not yet answered
         self.pending_claims: deque[PlannedClaim] = deque()  # the rest of a Weighted pass
-        self.cancel_signalled: set[int] = set()
+        self.deadlines = Deadlines()
+        self.wake_at: datetime | None = None  # the WakeAt last asked for
         self.last_maintenance: datetime | None = None
         self.expiring = False
-        self.releases_in_flight = 0
         self.draining = False  # shutdown requested: claim nothing more
-        self.grace_over = False  # shutdown grace expired: run nothing more
+        self.cut_off = False  # shutdown: handlers still running have been given up
         self.stopped = False
+        self.halted = False
+        self.store_faults = 0  # transient faults in a row
+        self.store_retry_at: datetime | None = None
+        self.store_detail = ""
+        self.abandoned_threads = 0  # handler threads abandoned that still run
+        self.lost_slots = 0  # of those, the ones the pool could not replace
+        self.health = Health.RUNNING
+        self.health_detail = ""
 
     # -- what the Shell may ask --------------------------------------------------------------------
 
     @property
     def occupied(self) -> int:
-        """Slots held: running, finished but unreported, being reported, and reserved by claims."""
-        return len(self.executing) + len(self.buffer) + sum(self.reports_in_flight) + sum(self.reservations)
+        """Slots held: running, finished but unreported, being reported, reserved by claims, and lost to
+        abandoned threads the pool could not replace."""
+        reporting = sum(len(batch) for batch in self.reports_in_flight)
+        held = len(self.executing) + len(self.buffer) + reporting + sum(self.reservations)
+        return held + self.lost_slots
 
     @property
     def available(self) -> int:
         return max(0, min(self.config.max_claim_batch, self.config.pool_size - self.occupied))
 
+    @property
+    def idle(self) -> bool:
+        """Nothing running, buffered, being written or being claimed."""
+        return not (self.executing or self.buffer or self.reports_in_flight or self.reservations)
+
     # -- the one entry point -----------------------------------------------------------------------
 
     def step(self, event: ev.Event) -> list[cmd.Command]:
-        if self.stopped:
+        if self.stopped or self.halted:
             return []
+        commands = self._fire_deadlines(event.now)
+        commands += self._dispatch(event)
+        return commands + self._wake()
+
+    def _dispatch(self, event: ev.Event) -> list[cmd.Command]:
         match event:
             case ev.PollDue():
-                return self._on_poll()
+                return self._on_poll(event.now)
+            case ev.Idle():
+                return self._on_poll(event.now) if self.buffer else []
             case ev.ClaimCompleted():
                 return self._on_claim_completed(event)
             case ev.ExecutionSucceeded():
-                return self._on_finished(event.job_id, OutcomeKind.SUCCEEDED, "", event.now)
+                return self._on_finished(event.job_id, OutcomeKind.SUCCEEDED, "")
             case ev.ExecutionFailed():
-                return self._on_finished(event.job_id, OutcomeKind.FAILED, event.message, event.now)
-            case ev.ExecutionCancelled():
-                return self._on_finished(event.job_id, OutcomeKind.CANCELLED, "operator-cancel", event.now)
+                return self._on_failed(event.job_id, event.message)
             case ev.ExecutionUnroutable():
-                return self._on_finished(event.job_id, OutcomeKind.UNROUTABLE, event.reason, event.now)
+                return self._on_finished(event.job_id, OutcomeKind.UNROUTABLE, event.reason)
             case ev.OutcomesReported():
                 return self._on_outcomes_reported(event)
             case ev.HeartbeatDue():
-                return self._on_heartbeat_due()
+                return self._on_heartbeat_due(event.now)
             case ev.HeartbeatCompleted():
                 return self._on_heartbeat_completed(event)
             case ev.MaintenanceDue():
                 return self._on_maintenance_due(event.now)
             case ev.LeasesExpired():
                 return self._on_leases_expired(event)
+            case ev.TimerFired():
+                return []  # the deadlines it was for have fired already
+            case ev.StoreFaulted():
+                return self._on_store_faulted(event)
+            case ev.ThreadsAbandoned():
+                self.abandoned_threads, self.lost_slots = event.running, event.unreplaced
+                return self._health_changed()
             case ev.ShutdownRequested():
-                self.draining = True
-                self.pending_claims.clear()
-                return self._flush() + self._stop_if_idle()
-            case ev.GraceExpired():
-                return self._on_grace_expired()
-            case ev.LeasesReleased():
-                if not self.releases_in_flight:
-                    raise AssertionError("a LeasesReleased arrived with no release in flight")
-                self.releases_in_flight -= 1
-                return self._stop_if_idle()
+                return self._on_shutdown(event)
         raise TypeError(f"the Node Driver got an unknown event: {event!r}")
+
+    def _store_ready(self, now: datetime) -> bool:
+        """False while store work waits out the backoff after a transient fault."""
+        return self.store_retry_at is None or now >= self.store_retry_at
 
     # -- claims ------------------------------------------------------------------------------------
 
-    def _on_poll(self) -> list[cmd.Command]:
+    def _on_poll(self, now: datetime) -> list[cmd.Command]:
+        if not self._store_ready(now):
+            return []
         if self.draining:
             return self._flush()
         available = self.available  # sized before the flush: buffered outcomes still hold leases
@@ -133,14 +184,18 @@ class NodeDriver:
         if not self.reservations:
             raise AssertionError("a ClaimCompleted arrived with no claim in flight")
         reserved = self.reservations.popleft()
-        if self.grace_over and event.jobs:  # landed after the grace period: give them straight back
-            self.releases_in_flight += 1
-            return [cmd.ReleaseLeases(job_ids=tuple(job.id for job in event.jobs))]
-        commands: list[cmd.Command] = []
+        commands = [] if event.failed else self._store_recovered()
+        if self.cut_off:  # landed after shutdown gave up on handlers: give these straight back, unrun
+            for job in event.jobs:
+                self._buffer(job, OutcomeKind.RELEASED, "")
+            return commands + self._flush() + self._stop_if_idle()
         for job in event.jobs:
             if job.id in self.executing:
                 raise AssertionError(f"job {job.id} was claimed while this pump already runs it")
-            self.executing[job.id] = job
+            timeout = job.timeout or self.config.timeout
+            self.executing[job.id] = _Running(job, timeout)
+            if timeout is not None:
+                self.deadlines.add(event.now + timeout, Kind.TIMEOUT, job.id, job.attempt)
             commands.append(cmd.ExecuteJob(job=job))
         if event.failed or not event.jobs or self.draining:
             self.pending_claims.clear()  # an empty claim ends a Weighted pass
@@ -155,70 +210,133 @@ class NodeDriver:
             commands.append(cmd.RequestPoll())  # a full batch: more is likely waiting, fill the pool
         return commands + self._stop_if_idle()
 
-    # -- outcomes ----------------------------------------------------------------------------------
+    # -- how a handler ended -----------------------------------------------------------------------
 
-    def _on_finished(self, job_id: int, kind: OutcomeKind, message: str, now: datetime) -> list[cmd.Command]:
-        job = self.executing.pop(job_id, None)
-        if job is None:
-            return []  # abandoned or released: its lease is gone, so its result is dropped
-        self.cancel_signalled.discard(job_id)
-        retry_at = None
-        if kind is OutcomeKind.FAILED:
-            retry_at = self.config.retry.next_attempt_at(job.attempt, job.max_attempts, now, key=job_id)
-        self.buffer.append(
-            OutcomeReport(job_id=job_id, attempt=job.attempt, kind=kind, retry_at=retry_at, message=message)
-        )
-        if len(self.buffer) >= self.config.outcome_batch or not self.executing or self.draining:
+    def _on_failed(self, job_id: int, message: str) -> list[cmd.Command]:
+        running = self.executing.get(job_id)
+        why = running.stopping if running else None
+        if why is Why.OPERATOR:
+            return self._on_finished(job_id, OutcomeKind.CANCELLED, "")
+        if why is Why.SHUTDOWN:
+            return self._on_finished(job_id, OutcomeKind.RELEASED, "")
+        if why is Why.TIMEOUT and running is not None:
+            return self._on_finished(job_id, OutcomeKind.FAILED, _timed_out(running.timeout))
+        return self._on_finished(job_id, OutcomeKind.FAILED, message)
+
+    def _on_finished(self, job_id: int, kind: OutcomeKind, message: str) -> list[cmd.Command]:
+        running = self.executing.pop(job_id, None)
+        if running is None:
+            return []  # abandoned: its lease is gone or given up, so is its result
+        self._buffer(running.job, kind, message)
+        if len(self.buffer) >= self.config.max_outcome_batch or not self.executing or self.draining:
             return self._flush()
         return []
+
+    def _buffer(self, job: ClaimedJob, kind: OutcomeKind, message: str) -> None:
+        self.buffer.append(
+            OutcomeReport(
+                job_id=job.id, attempt=job.attempt, kind=kind, max_attempts=job.max_attempts, message=message
+            )
+        )
 
     def _flush(self) -> list[cmd.Command]:
         if not self.buffer:
             return []
         reports, self.buffer = tuple(self.buffer), []
-        self.reports_in_flight.append(len(reports))
-        return [cmd.ReportOutcomes(reports=reports)]
+        self.reports_in_flight.append(reports)
+        return [cmd.ReportOutcomes(reports=reports, retry=self.config.retry)]
 
     def _on_outcomes_reported(self, event: ev.OutcomesReported) -> list[cmd.Command]:
         if not self.reports_in_flight:
             raise AssertionError("an OutcomesReported arrived with no report in flight")
-        self.reports_in_flight.popleft()
-        if self.draining:
+        batch = self.reports_in_flight.popleft()
+        if event.failed:
+            # Nothing was written. The leases still hold (heartbeats renew them), so the outcomes are
+            # written again once the store is back; a stale one is then fenced off, never double-applied.
+            self.buffer[:0] = batch
             return self._stop_if_idle()
+        commands = self._store_recovered()
+        if self.draining:
+            return commands + self._stop_if_idle()
         # An applied outcome frees a slot (and may release dependent work): look again, queued, not inline.
-        return [cmd.RequestPoll()] if event.applied else []
+        return commands + ([cmd.RequestPoll()] if event.applied else [])
 
     # -- heartbeats and cancellation ---------------------------------------------------------------
 
-    def _on_heartbeat_due(self) -> list[cmd.Command]:
-        commands = self._flush()
-        if self.executing:
-            commands.append(
-                cmd.Heartbeat(job_ids=tuple(self.executing), lease_duration=self.config.lease_duration)
-            )
+    def _on_heartbeat_due(self, now: datetime) -> list[cmd.Command]:
+        commands: list[cmd.Command] = [cmd.RecordStatus(health=self.health, detail=self.health_detail)]
+        if self._store_ready(now):
+            commands += self._flush()
+        held = (*self.executing, *(r.job_id for r in self.buffer))
+        if held:
+            commands.append(cmd.Heartbeat(job_ids=held, lease_duration=self.config.lease_duration))
         return commands
 
     def _on_heartbeat_completed(self, event: ev.HeartbeatCompleted) -> list[cmd.Command]:
-        commands: list[cmd.Command] = []
+        commands = [] if event.failed else self._store_recovered()
+        lost = {r.job_id for r in event.results if not r.renewed}
+        self.buffer = [r for r in self.buffer if r.job_id not in lost]  # fenced off anyway: drop them
         for result in event.results:
-            if result.job_id not in self.executing:
+            running = self.executing.get(result.job_id)
+            if running is None:
                 continue  # finished while the heartbeat was in flight
             if not result.renewed:
                 del self.executing[result.job_id]
-                self.cancel_signalled.discard(result.job_id)
                 commands.append(cmd.AbandonExecution(job_id=result.job_id))
-            elif result.cancel_requested and result.job_id not in self.cancel_signalled:
-                self.cancel_signalled.add(result.job_id)
+            elif result.cancel_requested and running.stopping is None:
+                running.stopping = Why.OPERATOR
                 commands.append(cmd.SignalCancellation(job_id=result.job_id))
         if not self.executing:
             commands += self._flush()  # the drain-tail rule: nothing else will come to fill the batch
         return commands + self._stop_if_idle()
 
+    # -- deadlines: timeouts and shutdown ----------------------------------------------------------
+
+    def _fire_deadlines(self, now: datetime) -> list[cmd.Command]:
+        commands: list[cmd.Command] = []
+        for deadline in self.deadlines.due(now):
+            commands += self._fire(deadline, now)
+        return commands
+
+    def _fire(self, deadline: Deadline, now: datetime) -> list[cmd.Command]:
+        if deadline.kind is Kind.GRACE:
+            return self._ask_all_to_stop(now)
+        if deadline.kind is Kind.CUT_OFF:
+            return self._give_up_all(now)
+        if deadline.kind is Kind.GIVE_UP:
+            self.buffer.clear()  # their leases lapse; the sweep counts those Attempts
+            return self._stop_if_idle()
+        running = self.executing.get(deadline.job_id)
+        if running is None or running.job.attempt != deadline.attempt:
+            return []  # it ended meanwhile
+        if deadline.kind is Kind.TIMEOUT:
+            if running.stopping is not None:
+                return []
+            running.stopping = Why.TIMEOUT
+            self.deadlines.add(now + TIMEOUT_GRACE, Kind.ABANDON, deadline.job_id, deadline.attempt)
+            return [cmd.SignalCancellation(job_id=deadline.job_id)]
+        # Kind.ABANDON: the handler ignored its timeout. Cut it off first, then fail its Attempt.
+        del self.executing[deadline.job_id]
+        self._buffer(running.job, OutcomeKind.FAILED, _timed_out(running.timeout))
+        commands: list[cmd.Command] = [cmd.AbandonExecution(job_id=deadline.job_id)]
+        if len(self.buffer) >= self.config.max_outcome_batch or not self.executing:
+            commands += self._flush()
+        return commands
+
+    def _wake(self) -> list[cmd.Command]:
+        earliest = self.deadlines.earliest
+        if earliest is None or earliest == self.wake_at:
+            return []
+        self.wake_at = earliest
+        return [cmd.WakeAt(at=earliest)]
+
     # -- maintenance -------------------------------------------------------------------------------
 
     def _on_maintenance_due(self, now: datetime) -> list[cmd.Command]:
         last = self.last_maintenance
-        if self.expiring or (last is not None and now - last < self.config.maintenance_interval):
+        if self.expiring or self.draining or not self._store_ready(now):
+            return []
+        if last is not None and now - last < self.config.maintenance_interval:
             return []
         self.last_maintenance = now
         return [self._expire()]
@@ -233,33 +351,96 @@ class NodeDriver:
 
     def _on_leases_expired(self, event: ev.LeasesExpired) -> list[cmd.Command]:
         self.expiring = False
-        if not event.failed and event.count >= self.config.max_claim_batch:
-            return [self._expire()]  # a full batch: there may be more, recover the backlog now
-        return []
+        if event.failed:
+            return []
+        commands = self._store_recovered()
+        if event.count >= self.config.max_claim_batch and not self.draining:
+            commands.append(self._expire())  # a full batch: there may be more, recover the backlog now
+        return commands
+
+    # -- health ------------------------------------------------------------------------------------
+
+    def _on_store_faulted(self, event: ev.StoreFaulted) -> list[cmd.Command]:
+        if not event.transient:
+            self.halted = True
+            self.health, self.health_detail = Health.HALTED, event.detail
+            return [
+                cmd.RecordStatus(health=Health.HALTED, detail=event.detail),
+                cmd.Halt(reason=event.detail),
+            ]
+        self.store_faults += 1
+        backoff = min(STORE_BACKOFF_MIN * 2 ** min(self.store_faults - 1, 16), STORE_BACKOFF_MAX)
+        self.store_retry_at = event.now + backoff
+        self.store_detail = event.detail
+        return self._health_changed()
+
+    def _store_recovered(self) -> list[cmd.Command]:
+        """A store round-trip succeeded: only that proves the store is back."""
+        if not self.store_faults:
+            return []
+        self.store_faults, self.store_retry_at, self.store_detail = 0, None, ""
+        return self._health_changed()
+
+    def _health_changed(self) -> list[cmd.Command]:
+        if self.store_faults:
+            health, detail = Health.DEGRADED, self.store_detail
+        elif self.abandoned_threads:
+            health = Health.DEGRADED
+            detail = f"{self.abandoned_threads} abandoned handler thread(s) still running"
+            if self.lost_slots:
+                detail += f"; {self.lost_slots} pool slot(s) lost until they end"
+        else:
+            health, detail = Health.RUNNING, ""
+        if (health, detail) == (self.health, self.health_detail):
+            return []
+        self.health, self.health_detail = health, detail
+        return [cmd.RecordStatus(health=health, detail=detail)]
 
     # -- shutdown ----------------------------------------------------------------------------------
 
-    def _on_grace_expired(self) -> list[cmd.Command]:
-        self.draining = self.grace_over = True
-        commands = self._flush()
-        if self.executing:
-            ids = tuple(self.executing)
-            self.executing.clear()
-            self.cancel_signalled.clear()
-            self.releases_in_flight += 1
-            commands.append(cmd.ReleaseLeases(job_ids=ids))
-            commands.extend(cmd.AbandonExecution(job_id=job_id) for job_id in ids)
+    def _on_shutdown(self, event: ev.ShutdownRequested) -> list[cmd.Command]:
+        if self.draining:
+            return []
+        self.draining = True
+        self.pending_claims.clear()
+        self.deadlines.add(event.now + max(event.grace, timedelta(0)), Kind.GRACE)
+        return self._flush() + self._fire_deadlines(event.now) + self._stop_if_idle()
+
+    def _ask_all_to_stop(self, now: datetime) -> list[cmd.Command]:
+        """The grace is over: every handler still running is asked to stop, and gets STOP_WINDOW to do it."""
+        commands: list[cmd.Command] = []
+        for job_id, running in self.executing.items():
+            if running.stopping is None:
+                running.stopping = Why.SHUTDOWN
+                commands.append(cmd.SignalCancellation(job_id=job_id))
+        self.deadlines.add(now + STOP_WINDOW, Kind.CUT_OFF)
         return commands + self._stop_if_idle()
 
+    def _give_up_all(self, now: datetime) -> list[cmd.Command]:
+        """Handlers that did not stop are cut off from the database first; then their jobs are given back
+        (or failed, or cancelled, by why they were asked to stop)."""
+        if not self.cut_off:
+            self.cut_off = True
+            self.deadlines.add(now + FINAL_FLUSH_WINDOW, Kind.GIVE_UP)
+        commands: list[cmd.Command] = []
+        for job_id, running in list(self.executing.items()):
+            del self.executing[job_id]
+            commands.append(cmd.AbandonExecution(job_id=job_id))
+            if running.stopping is Why.TIMEOUT:
+                self._buffer(running.job, OutcomeKind.FAILED, _timed_out(running.timeout))
+            elif running.stopping is Why.OPERATOR:
+                self._buffer(running.job, OutcomeKind.CANCELLED, "")
+            else:
+                self._buffer(running.job, OutcomeKind.RELEASED, "")
+        return commands + self._flush() + self._stop_if_idle()
+
     def _stop_if_idle(self) -> list[cmd.Command]:
-        idle = not (
-            self.executing
-            or self.buffer
-            or self.reports_in_flight
-            or self.reservations
-            or self.releases_in_flight
-        )
-        if self.draining and idle:
+        if self.draining and self.idle:
             self.stopped = True
-            return [cmd.Stop()]
+            return [cmd.RecordStatus(health=Health.STOPPED, detail=""), cmd.Stop()]
         return []
+
+
+def _timed_out(timeout: timedelta | None) -> str:
+    seconds = timeout.total_seconds() if timeout is not None else 0.0
+    return f"timed out after {seconds:g} s"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from .records import ClaimedJob, HeartbeatResult
 
@@ -11,6 +11,13 @@ from .records import ClaimedJob, HeartbeatResult
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PollDue:
     """A poll tick, a wake-up hint, or an obeyed RequestPoll."""
+
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Idle:
+    """The Shell has no event waiting: a burst of work has been absorbed."""
 
     now: datetime
 
@@ -26,13 +33,16 @@ class ClaimCompleted:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionSucceeded:
+    """The handler returned."""
+
     now: datetime
     job_id: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionFailed:
-    """The handler raised (its own timeouts included). ``message`` is short; detail stays in the Shell."""
+    """The handler raised (anything, its own timeouts and a JobCancelled included). ``message`` is the short
+    reason; the traceback stays in the Shell."""
 
     now: datetime
     job_id: int
@@ -40,16 +50,8 @@ class ExecutionFailed:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ExecutionCancelled:
-    """The handler stopped because an operator asked it to."""
-
-    now: datetime
-    job_id: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionUnroutable:
-    """No handler for the wire name, or the payload no longer decodes. Never reaches a handler."""
+    """No handler for the wire name, or the payload no longer decodes or fits it. Never reaches a handler."""
 
     now: datetime
     job_id: int
@@ -60,7 +62,8 @@ class ExecutionUnroutable:
 class OutcomesReported:
     """The result of a ReportOutcomes: the ids whose write applied; the rest were fenced off as stale.
 
-    ``failed`` means the write itself raised: the outcomes are lost and their leases will lapse.
+    ``failed`` means the write itself raised (a transient fault): nothing was written, and the reports are
+    kept to be written again while their leases hold.
     """
 
     now: datetime
@@ -90,7 +93,7 @@ class MaintenanceDue:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeasesExpired:
-    """An ExpireLeases finished: ``count`` leases were disposed (retried or dead-lettered)."""
+    """An ExpireLeases finished: ``count`` leases were disposed (retried, dead-lettered or cancelled)."""
 
     now: datetime
     count: int
@@ -98,38 +101,53 @@ class LeasesExpired:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TimerFired:
+    """The time a WakeAt asked for has come."""
+
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreFaulted:
+    """A store call raised. ``transient``: the store says a retry may cure it (degrade); otherwise halt."""
+
+    now: datetime
+    transient: bool
+    detail: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadsAbandoned:
+    """Handler threads that were abandoned (timed out, lease lost, shutdown) and still run: ``running`` of
+    them, of which ``unreplaced`` could not be replaced in the pool (their slots are lost until they end)."""
+
+    now: datetime
+    running: int
+    unreplaced: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ShutdownRequested:
-    """Stop claiming; let running handlers finish until GraceExpired."""
+    """Stop claiming; let running handlers finish for ``grace``, then stop them and give their jobs back."""
 
     now: datetime
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GraceExpired:
-    """The shutdown grace period is over: give back whatever is still running."""
-
-    now: datetime
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LeasesReleased:
-    now: datetime
-    failed: bool = False
+    grace: timedelta
 
 
 Event = (
     PollDue
+    | Idle
     | ClaimCompleted
     | ExecutionSucceeded
     | ExecutionFailed
-    | ExecutionCancelled
     | ExecutionUnroutable
     | OutcomesReported
     | HeartbeatDue
     | HeartbeatCompleted
     | MaintenanceDue
     | LeasesExpired
+    | TimerFired
+    | StoreFaulted
+    | ThreadsAbandoned
     | ShutdownRequested
-    | GraceExpired
-    | LeasesReleased
 )

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClaimedJob:
-    """A job as a claim returns it: leased to this worker for Attempt number ``attempt``."""
+    """A job as a claim returns it: leased to this worker for Attempt number ``attempt``.
+
+    ``timeout`` is the job's own time limit per Attempt (None: the group's).
+    """
 
     id: int
     wire_name: str
@@ -18,6 +21,7 @@ class ClaimedJob:
     attempt: int
     max_attempts: int
     due_at: datetime
+    timeout: timedelta | None = None
 
 
 class OutcomeKind(enum.StrEnum):
@@ -33,16 +37,16 @@ class OutcomeKind(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OutcomeReport:
-    """One fenced outcome write: applies only if ``worker_id`` still holds Attempt ``attempt`` of the job.
+    """One fenced outcome write: applies only if the worker still holds Attempt ``attempt`` of the job.
 
-    ``retry_at`` is set only for a failure that will run again; a failure without it dead-letters.
-    ``message`` is the short reason (an error's first line, or why a job is unroutable).
+    ``message`` is the short reason (an error's first line, or why a job is unroutable); ``max_attempts`` is
+    the job's ceiling as claimed, which decides with the retry policy whether a failure runs again.
     """
 
     job_id: int
     attempt: int
     kind: OutcomeKind
-    retry_at: datetime | None = None
+    max_attempts: int
     message: str = ""
 
 

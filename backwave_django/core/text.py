@@ -52,7 +52,7 @@ def _safe_str(value: object) -> str:
 
 
 def describe(exc: BaseException, max_bytes: int = MAX_MESSAGE_BYTES) -> str:
-    """``"ExceptionType: first line of its message"`` (or just the type), storable and bounded; never raises."""
+    """``"ExceptionType: first line of its message"`` (or just the type), storable, bounded, never raising."""
     name = _safe_str(getattr(type(exc), "__name__", "Exception"))
     message = _safe_str(exc)
     line = message.strip().splitlines()[0] if message.strip() else ""

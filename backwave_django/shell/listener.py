@@ -16,7 +16,7 @@ from typing import Any
 from django.db import connections
 
 from .. import wakeups
-from ..store.django import HINT_CHANNEL
+from ..store.contract import HINT_CHANNEL
 
 logger = logging.getLogger("backwave.hints")
 

@@ -1,8 +1,9 @@
 """A worker node: the Pumps of one or more worker groups in this process, plus the hint listener.
 
-``backwave_pump`` builds one, starts it, and on SIGTERM/SIGINT drains it: stop claiming, let running
-handlers finish for up to SHUTDOWN_GRACE, flush their outcomes, then release the leases of whatever still
-runs so other nodes pick it up at once (without charging an attempt).
+``backwave_pump`` builds one, starts it, and on SIGTERM/SIGINT drains it: each Pump stops claiming, lets
+running handlers finish for up to SHUTDOWN_GRACE, asks the rest to stop, cuts off from the database those
+that do not stop within a short window, writes their outcomes (a job whose handler stopped or was cut off
+is given back without counting the Attempt), and ends.
 """
 
 from __future__ import annotations
@@ -17,10 +18,14 @@ from django.db import connections
 from django.utils import timezone
 
 from .. import conf
+from ..core.driver import FINAL_FLUSH_WINDOW, STOP_WINDOW
+from ..core.health import GroupHealth, group_health
 from ..registry import Registry, registry
 from ..store import get_store
+from ..store.contract import JobStore
+from .clock import Clock
 from .listener import HintListener
-from .pump import HALTED, Pump
+from .pump import Pump
 
 logger = logging.getLogger("backwave.node")
 #: Pump status rows that have not beaten for this long are deleted when a node starts.
@@ -28,22 +33,10 @@ FORGET_PUMPS_AFTER = timedelta(days=1)
 
 
 @dataclass(frozen=True, slots=True)
-class GroupHealth:
+class GroupStatus:
     group: str
     pumps: int
-    halted: int
-    degraded: int
-    stopped: int = 0
-
-    @property
-    def state(self) -> str:
-        if self.stopped == self.pumps:
-            return "stopped"
-        if self.halted == self.pumps:
-            return "halted"
-        if self.halted:
-            return "partially halted"
-        return "degraded" if self.degraded else "running"
+    state: GroupHealth
 
 
 class Node:
@@ -51,11 +44,14 @@ class Node:
         self,
         groups: Sequence[str],
         *,
+        settings: conf.Settings | None = None,
         registry: Registry = registry,
+        store: JobStore | None = None,
         hints: bool | None = None,
         reconnect_delay: float = 5.0,
+        clock: Clock | None = None,
     ) -> None:
-        settings = conf.get()
+        settings = settings or conf.get()
         unknown = [name for name in groups if name not in settings.groups]
         if unknown:
             raise ValueError(
@@ -64,22 +60,26 @@ class Node:
         self.settings = settings
         self.groups = [settings.groups[name] for name in groups]
         self.hints = settings.hints if hints is None else hints
+        self.store = store or get_store(settings.database)
         self.pumps = [
             Pump(
                 group,
+                store=store or get_store(settings.database),  # its own, unless one (in memory) is shared
                 registry=registry,
                 retry=settings.retry,
-                using=settings.database,
                 index=i,
                 hints=self.hints,
+                clock=clock,
             )
             for group in self.groups
             for i in range(group.pumps)
         ]
         self.listener: HintListener | None = None
-        if self.hints and connections[settings.database].vendor == "postgresql":
-            self.listener = HintListener(settings.database, reconnect_delay=reconnect_delay)
-        self.store = get_store(settings.database)
+        uses_postgres = (
+            self.store.using in connections.settings and connections[self.store.using].vendor == "postgresql"
+        )
+        if self.hints and uses_postgres:
+            self.listener = HintListener(self.store.using, reconnect_delay=reconnect_delay)
 
     @property
     def queues(self) -> list[str]:
@@ -96,14 +96,11 @@ class Node:
                 pump.group.name, ",".join(pump.group.queues), pump.group.pool_size, pump.worker_id,
             )  # fmt: skip
 
-    def health(self) -> list[GroupHealth]:
+    def health(self) -> list[GroupStatus]:
         found = []
         for group in self.groups:
             pumps = [p for p in self.pumps if p.group is group]
-            halted = sum(p.health == HALTED for p in pumps)
-            degraded = sum(p.health == "degraded" for p in pumps)
-            stopped = sum(p.health == "stopped" for p in pumps)
-            found.append(GroupHealth(group.name, len(pumps), halted, degraded, stopped))
+            found.append(GroupStatus(group.name, len(pumps), group_health(p.health for p in pumps)))
         return found
 
     def idle(self, horizon: float) -> bool:
@@ -115,25 +112,24 @@ class Node:
         times = [self.store.next_due(self.queues, now=now), self.store.next_lease_expiry(self.queues)]
         upcoming = [t for t in times if t is not None]
         idle = not upcoming or (min(upcoming) - now).total_seconds() > horizon
-        connections[self.store.using].close()
+        if self.store.using in connections.settings:
+            connections[self.store.using].close()
         return idle
 
-    def stop(self, grace: float | None = None) -> None:
-        """Drain: stop claiming, wait for handlers up to the grace period, then release what still runs."""
-        for pump in self.pumps:
-            pump.shutdown()
+    def stop(self, grace: float | None = None) -> int:
+        """Drain every Pump (see the module's docstring) and wait for them. Returns the number of handler
+        threads still running (cut off from the database, never reported): the caller may end the process."""
         limit = grace if grace is not None else max(g.shutdown_grace.total_seconds() for g in self.groups)
-        deadline = time.monotonic() + limit
         for pump in self.pumps:
-            pump.join(max(0.0, deadline - time.monotonic()))
+            pump.shutdown(timedelta(seconds=limit))
+        windows = (STOP_WINDOW + FINAL_FLUSH_WINDOW).total_seconds()
+        deadline = time.monotonic() + limit + windows + 5.0
         for pump in self.pumps:
-            if pump.alive:
-                pump.expire_grace()
-        for pump in self.pumps:
-            if not pump.join(30):
-                logger.error("pump %s did not stop within 30 s of its grace period", pump.worker_id)
+            if not pump.join(max(0.0, deadline - time.monotonic())):
+                logger.error("pump %s did not stop within its grace period and windows", pump.worker_id)
         if self.listener:
             self.listener.stop()
+        return sum(p.stuck_threads for p in self.pumps) + sum(p.alive for p in self.pumps)
 
     def join(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -4,42 +4,85 @@ When the Attempt ends (returned, raised or cancelled) the scope closes what the 
 ``context.scope`` (last first), sends ``attempt_finished``, and treats this thread's database connections the
 way Django does after a request: a transaction left open is rolled back, and a connection that is unusable or
 past ``CONN_MAX_AGE`` is closed.
+
+While the handler runs, a :class:`DatabaseGuard` sits on this thread's connections. When the Pump gives up on
+the Attempt (a timeout it ignored, a lost lease, the end of a shutdown), it revokes the guard before the job's
+lease is given up: every statement the handler sends from then on raises :class:`AttemptRevoked`, and the
+store cuts off any transaction it holds open, so nothing it does afterwards is committed.
 """
 
 from __future__ import annotations
 
 import logging
-import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections
 
 from ..context import JobContext
+from ..core.text import describe, format_traceback
 from ..registry import JobRegistration
 from ..signals import attempt_finished, attempt_started
 
 logger = logging.getLogger("backwave.scope")
-MAX_MESSAGE = 500
+
+
+class AttemptRevoked(Exception):
+    """Raised on a database statement of a handler whose Attempt the Pump has given up on."""
+
+
+class DatabaseGuard:
+    """Sits on the database connections of one Attempt's thread; :meth:`revoke` (from another thread) stops
+    every statement they send from then on."""
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        self.revoked = False
+        self.sessions: list[Any] = []  # this thread's Django connection wrappers
+
+    def install(self) -> None:
+        """In the handler's thread, before it runs."""
+        self.sessions = list(connections.all())
+        for session in self.sessions:
+            session.execute_wrappers.append(self._check)
+
+    def uninstall(self) -> None:
+        """In the handler's thread, after it ran."""
+        for session in self.sessions:
+            if self._check in session.execute_wrappers:
+                session.execute_wrappers.remove(self._check)
+
+    def _check(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        if self.revoked:
+            raise AttemptRevoked(
+                f"job {self.job_id}: this Attempt was given up (timed out, lost its lease, or shut down); "
+                "its handler may not use the database any more"
+            )
+        return execute(sql, params, many, context)
+
+    def revoke(self, cut_off: Callable[[Sequence[Any]], None]) -> None:
+        """From the Pump's thread: refuse further statements, then let the store cut off open transactions."""
+        self.revoked = True
+        try:
+            cut_off(self.sessions)
+        except Exception:
+            logger.exception(
+                "job %s: could not cut off the database sessions of a given-up Attempt", self.job_id
+            )
 
 
 @dataclass(frozen=True, slots=True)
 class AttemptResult:
-    """How the handler call ended: ``error`` is None on success; ``detail`` is the formatted traceback."""
+    """How the handler call ended: ``error`` is None on success; ``message`` and ``detail`` are storable."""
 
     error: BaseException | None = None
+    message: str = ""
     detail: str = ""
 
-    @property
-    def message(self) -> str:
-        if self.error is None:
-            return ""
-        text = (
-            f"{type(self.error).__name__}: {self.error}".splitlines()[0]
-            if str(self.error)
-            else type(self.error).__name__
-        )
-        return text[:MAX_MESSAGE]
+    @classmethod
+    def failed(cls, error: BaseException) -> AttemptResult:
+        return cls(error=error, message=describe(error), detail=format_traceback(error))
 
 
 def close_connections() -> None:
@@ -68,28 +111,28 @@ def close_connections() -> None:
 
 
 def run_attempt(
-    registration: JobRegistration, arguments: dict[str, Any], context: JobContext
+    registration: JobRegistration, arguments: dict[str, Any], context: JobContext, guard: DatabaseGuard
 ) -> AttemptResult:
     """Run exactly one handler call inside a fresh scope; never raises."""
     result = AttemptResult()
+    guard.install()
     try:
         attempt_started.send(sender=registration, context=context)
         registration.execute(arguments, context)
     except BaseException as exc:  # the handler's failure is an outcome, not a crash of the pump
-        result = AttemptResult(error=exc, detail="".join(traceback.format_exception(exc)))
+        result = AttemptResult.failed(exc)
     finally:
         try:
             context.scope.close()
-        except Exception as exc:
-            logger.exception("a clean-up registered by job %s failed", context.job_id)
+        except BaseException as exc:
+            logger.error("a clean-up registered by job %s failed: %s", context.job_id, describe(exc))
             if result.error is None:
-                result = AttemptResult(error=exc, detail="".join(traceback.format_exception(exc)))
+                result = AttemptResult.failed(exc)
         try:
             for receiver, error in attempt_finished.send_robust(sender=registration, context=context):
                 if isinstance(error, Exception):
-                    logger.error(
-                        "an attempt_finished receiver (%r) raised: %r", receiver, error, exc_info=error
-                    )
+                    logger.error("an attempt_finished receiver (%r) raised: %s", receiver, describe(error))
         finally:
+            guard.uninstall()
             close_connections()
     return result

@@ -4,14 +4,19 @@ Handing over a job costs a deque append under a lock. Idle threads are woken one
 submit wakes one sleeper if none is already on its way, and a thread that takes a task while more are
 queued wakes the next. A burst of quick jobs is then run by the few threads that are awake instead of
 waking the whole pool (each wake-up is a system call and a fight for the GIL), while a burst of slow jobs
-still reaches every thread within a few hops. A task's own errors are the task's business (the Pump's
-``_attempt`` never raises); a pool thread stops only when the pool is closed.
+still reaches every thread within a few hops.
+
+A thread whose handler was abandoned (it ignored its timeout, or the shutdown) is stuck until the handler
+returns, if ever. :meth:`abandoned` starts a replacement so the pool keeps its size, up to
+``max_replacements`` at a time; when a stuck thread's task finally ends, the thread retires if it was
+replaced. A task's own errors are the task's business (the Pump's tasks never raise).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -21,20 +26,39 @@ _CLOSE = object()
 
 
 class WorkerPool:
-    def __init__(self, size: int, name: str) -> None:
+    def __init__(
+        self,
+        size: int,
+        name: str,
+        *,
+        max_replacements: int | None = None,
+        on_change: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.on_change = on_change  # called with (stuck, unreplaced) whenever they change
+        self.max_replacements = size if max_replacements is None else max_replacements
         self._lock = threading.Lock()
         self._tasks: deque[Any] = deque()
         self._sleepers = threading.Semaphore(0)
         self._idle = 0  # threads that have decided to sleep (or are asleep)
         self._waking = 0  # wake-ups sent and not yet taken by a sleeper
-        self._threads = [
-            threading.Thread(target=self._work, name=f"{name}-{n}", daemon=True) for n in range(size)
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._stuck = 0  # threads running an abandoned task
+        self._replaced = 0  # replacement threads started for stuck ones and not yet retired
+        self._started = 0
+        self._threads: list[threading.Thread] = []
+        for _ in range(size):
+            self._spawn()
 
-    def submit(self, fn: Callable[..., None], *args: Any) -> None:
-        self._push((fn, args))
+    def _spawn(self) -> None:
+        self._threads = [t for t in self._threads if t.is_alive()]
+        self._started += 1
+        thread = threading.Thread(target=self._work, name=f"{self.name}-{self._started}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def submit(self, fn: Callable[[], bool], /) -> None:
+        """Run ``fn`` in a pool thread. It returns True when its Attempt had been abandoned meanwhile."""
+        self._push(fn)
 
     def _push(self, task: Any) -> None:
         with self._lock:
@@ -49,6 +73,22 @@ class WorkerPool:
             self._waking += 1
             return True
         return False
+
+    def abandoned(self) -> tuple[int, int]:
+        """A running task was abandoned: replace its thread if the cap allows. Returns (stuck, unreplaced)."""
+        with self._lock:
+            self._stuck += 1
+            if self._replaced < self.max_replacements:
+                self._replaced += 1
+                self._spawn()
+            counts = self._stuck, self._stuck - self._replaced
+        if self.on_change is not None:
+            self.on_change(*counts)
+        return counts
+
+    def counts(self) -> tuple[int, int]:
+        with self._lock:
+            return self._stuck, self._stuck - self._replaced
 
     def _work(self) -> None:
         while True:
@@ -67,16 +107,35 @@ class WorkerPool:
                 continue
             if task is _CLOSE:
                 return
-            fn, args = task
             try:
-                fn(*args)
+                was_abandoned = task()
             except Exception:  # pragma: no cover - tasks handle their own errors
                 logger.exception("a worker task raised")
+                was_abandoned = False
+            if was_abandoned and self._retire():
+                return
 
-    def close(self, wait: bool = True) -> None:
-        """Let queued tasks finish, then stop every thread (waiting for them unless ``wait`` is False)."""
-        for _ in self._threads:
+    def _retire(self) -> bool:
+        """An abandoned task ended: this thread is no longer stuck; it leaves if a replacement took over."""
+        with self._lock:
+            self._stuck -= 1
+            retire = self._replaced > 0
+            if retire:
+                self._replaced -= 1
+            counts = self._stuck, self._stuck - self._replaced
+        if self.on_change is not None:
+            self.on_change(*counts)
+        return retire
+
+    def close(self, wait: bool = True, timeout: float | None = None) -> list[threading.Thread]:
+        """Let queued tasks finish, then stop every thread; returns the threads still running after waiting
+        (stuck in an abandoned handler) when ``wait`` is True."""
+        with self._lock:
+            threads = list(self._threads)
+        for _ in threads:
             self._push(_CLOSE)
         if wait:
-            for thread in self._threads:
-                thread.join()
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for thread in threads:
+                thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return [t for t in threads if t.is_alive()]

@@ -1,11 +1,10 @@
-"""The Storage Contract and the Django store that implements it."""
+"""The Storage Contract and the stores that implement it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .contract import (
     CancelResult,
+    EnqueuedJob,
     JobStore,
     NewJob,
     PayloadTooLarge,
@@ -15,11 +14,8 @@ from .contract import (
     WireNameTooLong,
 )
 
-if TYPE_CHECKING:
-    from .django import DjangoStore
 
-
-def get_store(using: str | None = None) -> DjangoStore:
+def get_store(using: str | None = None) -> JobStore:
     """The store for ``using`` (default: ``BACKWAVE['DATABASE']``): PostgreSQL gets its SQL hot paths."""
     from django.db import connections
 
@@ -33,6 +29,7 @@ def get_store(using: str | None = None) -> DjangoStore:
 
 __all__ = [
     "CancelResult",
+    "EnqueuedJob",
     "JobStore",
     "NewJob",
     "PayloadTooLarge",

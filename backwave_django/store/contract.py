@@ -1,13 +1,17 @@
-"""The Storage Contract: what every store guarantees, whatever database is underneath.
+"""The Storage Contract: what every store guarantees, whatever holds the jobs.
 
-Rules every implementation keeps:
+Rules every implementation keeps (the conformance suite, ``tests/contract``, checks each one against every
+store: the in-memory one, the portable Django store, and the PostgreSQL one):
 
 1. Time is an input. Every time-dependent operation takes ``now``; no store reads a clock.
 2. Every operation is one transaction: it happens whole or not at all.
 3. Outcomes are fenced: a report applies only while the reporting worker still holds the lease for that
    Attempt and the lease has not expired at ``now`` (``expires_at > now``); otherwise nothing changes.
-4. Bounds reject, never truncate (except failure detail, cut to 8 KiB).
-5. Every state change follows ``core.states.TRANSITIONS``.
+4. Bounds reject, never truncate, on the way in (enqueue). Text a worker writes on the way out (messages,
+   causes, tracebacks, health details) is cleaned and cut by ``core.text.clean`` to the bounds below.
+5. Every state change is decided by ``core.transitions`` and checked against ``core.states.TRANSITIONS``; an
+   illegal move raises :class:`StoreError` and writes nothing.
+6. Only plain values cross the contract: the dataclasses here and in ``core.records``, never ORM objects.
 """
 
 from __future__ import annotations
@@ -16,17 +20,50 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ..models import Job
+from ..core.health import Health
+from ..core.names import MAX_QUEUE_NAME_LENGTH, MAX_WIRE_NAME_LENGTH
+from ..core.records import ClaimedJob, HeartbeatResult, OutcomeKind, OutcomeReport
+from ..core.retry import MAX_ATTEMPTS_LIMIT, RetryPolicy
+from ..core.states import State
+from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES
 
-from ..core.records import ClaimedJob, HeartbeatResult, OutcomeReport
-from ..core.retry import RetryPolicy
+#: The PostgreSQL notification channel of wake-up hints (the payload is the queue name).
+HINT_CHANNEL = "backwave"
+#: A Pump's health detail, in bytes.
+MAX_HEALTH_DETAIL_BYTES = 2000
+#: The largest concurrency limit a queue may have.
+MAX_CONCURRENCY_LIMIT = 1_000_000
+#: Job ids are 64-bit.
+MAX_JOB_ID = 2**63 - 1
 
-MAX_WIRE_NAME_LENGTH = 128
-MAX_QUEUE_NAME_LENGTH = 128
-MAX_DETAIL_BYTES = 8192
+__all__ = [
+    "HINT_CHANNEL",
+    "MAX_ATTEMPTS_LIMIT",
+    "MAX_CONCURRENCY_LIMIT",
+    "MAX_DETAIL_BYTES",
+    "MAX_HEALTH_DETAIL_BYTES",
+    "MAX_JOB_ID",
+    "MAX_MESSAGE_BYTES",
+    "MAX_QUEUE_NAME_LENGTH",
+    "MAX_WIRE_NAME_LENGTH",
+    "AuditView",
+    "CancelResult",
+    "EnqueuedJob",
+    "JobStore",
+    "JobView",
+    "LeaseView",
+    "NewJob",
+    "OutcomeView",
+    "PayloadTooLarge",
+    "PumpView",
+    "QueueView",
+    "ReportResult",
+    "RequeueResult",
+    "StoreError",
+    "WireNameTooLong",
+]
 
 
 class StoreError(Exception):
@@ -48,6 +85,14 @@ class NewJob:
     queue: str = "default"
     due_at: datetime
     max_attempts: int = 10
+    timeout: timedelta | None = None  # the job's own time limit per Attempt; None: its group's
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnqueuedJob:
+    """One enqueued job: its id, in the order the jobs were given."""
+
+    id: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,12 +112,91 @@ class RequeueResult(enum.StrEnum):
     NOT_REQUEUEABLE = "not_requeueable"  # only dead-lettered and quarantined jobs can be requeued
 
 
+# -- what the reads return ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobView:
+    id: int
+    wire_name: str
+    queue: str
+    payload: str
+    state: State
+    attempt: int
+    max_attempts: int
+    due_at: datetime
+    created_at: datetime
+    terminal_at: datetime | None
+    terminal_cause: str
+    cancel_requested: bool
+    timeout: timedelta | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseView:
+    job_id: int
+    queue: str
+    owner: str
+    attempt: int
+    claimed_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutcomeView:
+    job_id: int
+    attempt: int
+    worker: str
+    kind: OutcomeKind
+    state_after: State
+    message: str
+    detail: str
+    recorded_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditView:
+    actor: str
+    action: str
+    target: str
+    detail: str
+    recorded_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueView:
+    queue: str
+    paused: bool
+    concurrency_limit: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PumpView:
+    worker_id: str
+    group: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    health: Health
+    detail: str
+    started_at: datetime
+    last_beat_at: datetime
+
+
 class JobStore(Protocol):
+    """Every operation the Shell, the operator functions, the admin's actions and the test pump use."""
+
+    using: str  # the Django database alias, or a name for stores without one
     supports_transactional_enqueue: bool
 
-    def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[Job]:
-        """Insert ``jobs`` in one round-trip and return them. Joins the caller's transaction, if any."""
+    # -- jobs in ------------------------------------------------------------------------------------
+
+    def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
+        """Insert ``jobs`` in one transaction (the caller's, if one is open) and return their ids in order.
+        Bounds are checked first; a bad job refuses the whole batch and nothing is written."""
         ...
+
+    # -- the Pump's cycle ---------------------------------------------------------------------------
 
     def claim(
         self,
@@ -83,7 +207,8 @@ class JobStore(Protocol):
         lease_duration: timedelta,
         now: datetime,
     ) -> list[ClaimedJob]:
-        """Lease up to ``max_jobs`` due jobs, trying ``queues`` in order; each claim starts an Attempt."""
+        """Lease up to ``max_jobs`` due jobs, trying ``queues`` in order; each claim starts an Attempt.
+        Paused queues yield nothing; a limited queue yields at most its free slots."""
         ...
 
     def report(
@@ -91,10 +216,12 @@ class JobStore(Protocol):
         *,
         worker_id: str,
         reports: Sequence[OutcomeReport],
+        retry: RetryPolicy,
         now: datetime,
         details: Mapping[int, str] | None = None,
     ) -> ReportResult:
-        """Apply fenced outcomes in one transaction; ``details`` holds failure tracebacks by job id."""
+        """Apply fenced outcomes (``details``: failure tracebacks by job id). A row the database refuses
+        (its text, say) never costs the other rows their outcome: it is written alone with a generic cause."""
         ...
 
     def heartbeat(
@@ -106,12 +233,20 @@ class JobStore(Protocol):
     def expire_leases(
         self, *, queues: Sequence[str], max_jobs: int, retry: RetryPolicy, now: datetime
     ) -> int:
-        """End lapsed Attempts (oldest first): retry with backoff, or dead-letter at the ceiling."""
+        """End lapsed Attempts in ``queues`` (oldest first, at most ``max_jobs``), each exactly once."""
         ...
 
-    def release(self, *, worker_id: str, job_ids: Sequence[int], now: datetime) -> int:
-        """Give jobs back at once (graceful shutdown) without charging their attempt."""
+    def is_transient_fault(self, exc: BaseException) -> bool:
+        """Whether a fault this store raised may be cured by retrying later (degrade, not halt)."""
         ...
+
+    def cut_off_sessions(self, sessions: Sequence[object]) -> None:
+        """Cut off the database sessions (Django connection wrappers) of a handler that was given up on,
+        before its lease is: a transaction they hold is rolled back or interrupted, so nothing more is
+        committed. A store that shares no sessions with handlers does nothing."""
+        ...
+
+    # -- operator actions (each audited with its actor, in the same transaction) ----------------------
 
     def cancel(self, job_id: int, *, actor: str, now: datetime) -> CancelResult: ...
 
@@ -123,10 +258,55 @@ class JobStore(Protocol):
 
     def set_concurrency_limit(self, queue: str, limit: int | None, *, actor: str, now: datetime) -> None: ...
 
+    # -- pump health --------------------------------------------------------------------------------
+
+    def record_pump(
+        self,
+        *,
+        worker_id: str,
+        group: str,
+        queues: Sequence[str],
+        health: Health,
+        detail: str,
+        started_at: datetime,
+        now: datetime,
+    ) -> None:
+        """Upsert what a Pump says about itself (``backwave_health`` and the admin read it)."""
+        ...
+
+    def forget_pumps(self, *, silent_since: datetime) -> int:
+        """Delete the status of pumps that have not recorded one since ``silent_since``."""
+        ...
+
+    # -- reads --------------------------------------------------------------------------------------
+
     def next_due(self, queues: Sequence[str], *, now: datetime) -> datetime | None:
         """The earliest due time of scheduled work in non-paused ``queues``; ``now`` if some is due."""
         ...
 
-    def count_live(self, queues: Sequence[str]) -> int:
-        """Jobs in ``queues`` that are not terminal yet."""
+    def next_lease_expiry(self, queues: Sequence[str]) -> datetime | None:
+        """When the first lease in ``queues`` lapses, or None."""
         ...
+
+    def upcoming(self, queues: Sequence[str], *, after: datetime) -> datetime | None:
+        """The first moment strictly after ``after`` when something in ``queues`` changes by itself: a
+        scheduled job comes due or a lease lapses (the test pump's virtual clock stops there), or None."""
+        ...
+
+    def get_job(self, job_id: int) -> JobView | None: ...
+
+    def get_lease(self, job_id: int) -> LeaseView | None: ...
+
+    def list_outcomes(self, job_id: int) -> list[OutcomeView]:
+        """The job's outcomes, one per ended Attempt, oldest first."""
+        ...
+
+    def list_audit(self, target: str | None = None) -> list[AuditView]:
+        """Operator actions (on ``target``: a job id or queue name), oldest first."""
+        ...
+
+    def list_queues(self) -> list[QueueView]:
+        """The queues that have settings (paused or limited, now or before)."""
+        ...
+
+    def list_pumps(self) -> list[PumpView]: ...

@@ -1,13 +1,13 @@
-"""The Django store: the Storage Contract on PostgreSQL and SQLite through the ORM.
+"""The portable Django store: the Storage Contract through the ORM, on any database Django supports with
+row locks (PostgreSQL has its own subclass with SQL hot paths: ``store/postgres.py``).
 
-PostgreSQL: claims pick rows with ``SELECT ... FOR UPDATE SKIP LOCKED``, so any number of Pumps claim disjoint
-rows with no coordination. A queue's settings are guarded by an advisory lock keyed on the queue name: claims
-take it shared, operator changes take it exclusive, so a first-ever pause or limit can never slip past a claim
-that is in flight. Claims on a limited queue also lock its settings row, so the leased count they read cannot
-be raced.
+Claims pick rows with ``select_for_update(skip_locked=True)`` where the database has it, so Pumps claim
+disjoint rows with no coordination. On SQLite, which has no row locks, every write transaction begins
+IMMEDIATE, taking the database's write lock up front, so claims serialize across threads and processes and
+wait (busy timeout) instead of failing.
 
-SQLite: there are no row locks. Every write transaction begins IMMEDIATE, taking the database's write lock up
-front, so claims serialize across threads and processes and wait (busy timeout) instead of failing.
+Every decision about where a job goes next comes from ``core.transitions`` (through ``store.changes``); this
+module only reads the facts the decision needs and writes the result.
 """
 
 from __future__ import annotations
@@ -15,44 +15,45 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import F
 
 from .. import wakeups
-from ..core.records import ClaimedJob, HeartbeatResult, OutcomeKind, OutcomeReport
+from ..core import transitions
+from ..core.health import Health
+from ..core.names import queue_name_problem
+from ..core.records import ClaimedJob, HeartbeatResult, OutcomeReport
 from ..core.retry import RetryPolicy
 from ..core.states import State
+from ..core.text import clean
 from ..models import AuditRecord, Job, Lease, Outcome, PumpStatus, QueueSettings
+from . import changes, faults
+from .bounds import check_concurrency_limit, check_new_job
+from .changes import CLAIMED_FIELDS, Change
 from .contract import (
-    MAX_DETAIL_BYTES,
-    MAX_QUEUE_NAME_LENGTH,
-    MAX_WIRE_NAME_LENGTH,
+    MAX_CONCURRENCY_LIMIT,
+    MAX_HEALTH_DETAIL_BYTES,
+    AuditView,
     CancelResult,
+    EnqueuedJob,
+    JobView,
+    LeaseView,
     NewJob,
-    PayloadTooLarge,
+    OutcomeView,
+    PumpView,
+    QueueView,
     ReportResult,
     RequeueResult,
     StoreError,
-    WireNameTooLong,
 )
 
-#: The first key of our two-key advisory locks, so they never collide with an application's own.
-ADVISORY_CLASS = 0x4257  # "BW"
-LOCK_QUEUES_SHARED = "SELECT pg_advisory_xact_lock_shared(%s, hashtext(q)) FROM unnest(%s::text[]) AS q"
-LOCK_QUEUE_EXCLUSIVE = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
-NOTIFY = "SELECT pg_notify(%s, q) FROM unnest(%s::text[]) AS q"
-HINT_CHANNEL = "backwave"
-
-_CLAIMED_FIELDS = ("id", "wire_name", "queue", "payload", "attempt", "max_attempts", "due_at")
-
-
-def _truncate(text: str, limit: int = MAX_DETAIL_BYTES) -> str:
-    data = text.encode("utf-8")
-    return text if len(data) <= limit else data[:limit].decode("utf-8", errors="ignore")
+_JOB_FIELDS = (
+    "id", "wire_name", "queue", "payload", "state", "attempt", "max_attempts", "due_at", "created_at",
+    "terminal_at", "terminal_cause", "cancel_requested", "timeout",
+)  # fmt: skip
 
 
 class DjangoStore:
@@ -66,10 +67,6 @@ class DjangoStore:
     @property
     def connection(self) -> Any:
         return connections[self.using]
-
-    @property
-    def is_postgres(self) -> bool:
-        return bool(self.connection.vendor == "postgresql")
 
     @contextmanager
     def _write(self) -> Iterator[None]:
@@ -93,15 +90,35 @@ class DjangoStore:
             raise
         atomic.__exit__(None, None, None)
 
-    def _execute(self, sql: str, params: Sequence[Any]) -> None:
-        with self.connection.cursor() as cursor:
-            cursor.execute(sql, params)
+    def is_transient_fault(self, exc: BaseException) -> bool:
+        return faults.is_transient(exc)
+
+    def cut_off_sessions(self, sessions: Sequence[object]) -> None:
+        """SQLite: interrupt a statement in progress. A transaction the handler holds open keeps the
+        database's write lock, so no later write (the job's release among them) can commit before it ends."""
+        for session in sessions:
+            raw = getattr(session, "connection", None)
+            if raw is not None and getattr(session, "vendor", "") == "sqlite":
+                raw.interrupt()
+
+    # -- hooks for a database's own mechanisms (PostgreSQL: advisory locks and NOTIFY) ---------------------
+
+    def _lock_queues_for_claim(self, queues: Sequence[str]) -> None:
+        """Before a claim reads queue settings: wait for operator changes in flight on these queues."""
+
+    def _lock_queue_for_change(self, queue: str) -> None:
+        """Before an operator changes a queue's settings: wait for claims in flight on it."""
+
+    def _hint_other_processes(self, queues: Sequence[str]) -> None:
+        """Inside an enqueue's transaction: wake Pumps of other processes when it commits."""
 
     # -- enqueue -----------------------------------------------------------------------------------
 
-    def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[Job]:
+    def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
         for new in jobs:
-            _check_bounds(new, max_payload_bytes)
+            check_new_job(new, max_payload_bytes)
+        if not jobs:
+            return []
         rows = [
             Job(
                 wire_name=new.wire_name,
@@ -110,25 +127,26 @@ class DjangoStore:
                 max_attempts=new.max_attempts,
                 due_at=new.due_at,
                 created_at=now,
+                timeout=new.timeout,
             )
             for new in jobs
         ]
         due_queues = sorted({new.queue for new in jobs if new.due_at <= now})
         with self._write():
             Job.objects.using(self.using).bulk_create(rows)
-            if due_queues and self.is_postgres:
-                self._execute(NOTIFY, [HINT_CHANNEL, due_queues])  # delivered at commit, and only then
             if due_queues:
-                transaction.on_commit(lambda: wakeups.publish(due_queues), using=self.using)
-        return rows
+                self._hint_other_processes(due_queues)
+                self._hint_this_process(due_queues)
+        return [EnqueuedJob(id=row.id) for row in rows]
+
+    def _hint_this_process(self, queues: Sequence[str]) -> None:
+        transaction.on_commit(lambda: wakeups.publish(queues), using=self.using)
 
     # -- claim -------------------------------------------------------------------------------------
 
     def _queue_settings(self, queues: Sequence[str]) -> dict[str, tuple[bool, int | None]]:
-        """(paused, limit) of the queues that have settings. On PostgreSQL the queues' advisory locks are
-        taken shared first, in their own statement, so this read sees any operator change committed."""
-        if self.is_postgres:
-            self._execute(LOCK_QUEUES_SHARED, [ADVISORY_CLASS, list(queues)])
+        """(paused, limit) of the queues that have settings, read after waiting for changes in flight."""
+        self._lock_queues_for_claim(queues)
         found = QueueSettings.objects.using(self.using).filter(queue__in=queues)
         return {
             q: (paused, limit)
@@ -156,44 +174,45 @@ class DjangoStore:
                 paused, limit = settings.get(queue, (False, None))
                 if paused:
                     continue
-                if limit is not None:  # limited claimers serialize on the settings row
+                limited = limit is not None
+                if limited:  # limited claimers serialize on the settings row
                     take = min(take, self._free_slots(queue))
-                    if take > 0:
-                        claimed += self._claim_queue(worker_id, queue, take, lease_duration, now)
-                else:
-                    claimed += self._claim_unlimited(worker_id, queue, take, lease_duration, now)
+                if take > 0:
+                    claimed += self._claim_queue(worker_id, queue, take, lease_duration, now, limited=limited)
         return claimed
-
-    def _claim_unlimited(
-        self, worker_id: str, queue: str, take: int, lease_duration: timedelta, now: datetime
-    ) -> list[ClaimedJob]:
-        """A queue with no limit (as far as this transaction has read): the store's fastest claim."""
-        return self._claim_queue(worker_id, queue, take, lease_duration, now)
 
     def _free_slots(self, queue: str) -> int:
         """Slots left under a queue's limit, read under its settings row lock (limited claimers serialize)."""
         config = QueueSettings.objects.using(self.using).select_for_update().get(queue=queue)
         if config.paused or config.concurrency_limit is None:
-            return 0 if config.paused else 1 << 30
+            return 0 if config.paused else MAX_CONCURRENCY_LIMIT
         leased = Lease.objects.using(self.using).filter(queue=queue).count()
         return max(0, config.concurrency_limit - leased)
 
     def _claim_queue(
-        self, worker_id: str, queue: str, take: int, lease_duration: timedelta, now: datetime
+        self,
+        worker_id: str,
+        queue: str,
+        take: int,
+        lease_duration: timedelta,
+        now: datetime,
+        *,
+        limited: bool,
     ) -> list[ClaimedJob]:
         jobs = Job.objects.using(self.using)
         picked = jobs.claimable([queue], now).select_for_update(skip_locked=True).values_list("id", flat=True)
         ids = list(picked[:take])
         if not ids:
             return []
+        transitions.claim(State.SCHEDULED)
         jobs.filter(id__in=ids, state=State.SCHEDULED).update(state=State.LEASED, attempt=F("attempt") + 1)
-        rows = list(jobs.filter(id__in=ids).order_by("due_at", "id").values_list(*_CLAIMED_FIELDS))
+        rows = list(jobs.filter(id__in=ids).order_by("due_at", "id").values_list(*CLAIMED_FIELDS))
         expires = now + lease_duration
         Lease.objects.using(self.using).bulk_create(
             Lease(job_id=r[0], queue=r[2], owner=worker_id, attempt=r[4], claimed_at=now, expires_at=expires)
             for r in rows
         )
-        return [ClaimedJob(**dict(zip(_CLAIMED_FIELDS, r, strict=True))) for r in rows]
+        return [changes.claimed_job(r) for r in rows]
 
     # -- outcomes ----------------------------------------------------------------------------------
 
@@ -202,35 +221,79 @@ class DjangoStore:
         *,
         worker_id: str,
         reports: Sequence[OutcomeReport],
+        retry: RetryPolicy,
         now: datetime,
         details: Mapping[int, str] | None = None,
     ) -> ReportResult:
         if not reports:
             return ReportResult(applied=frozenset(), stale=frozenset())
         details = details or {}
-        with self._write():
-            held = self._fence(worker_id, {(r.job_id, r.attempt) for r in reports}, now)
-            applied = _first_report_per_lease(reports, held)
-            cancel_flags = self._cancel_flags([r.job_id for r in applied])
-            changes = [
-                _Change.for_report(
-                    r, cancel_flags.get(r.job_id, False), now, worker_id, details.get(r.job_id)
-                )
-                for r in applied
-            ]
-            self._apply(changes, now)
+        try:
+            applied = self._report(worker_id, reports, retry, now, details)
+        except DatabaseError as exc:
+            if self.is_transient_fault(exc):
+                raise
+            applied = self._report_one_by_one(worker_id, reports, retry, now, details)
         ids = {r.job_id for r in reports}
-        return ReportResult(applied=frozenset(held), stale=frozenset(ids - held.keys()))
+        return ReportResult(applied=frozenset(applied), stale=frozenset(ids - applied))
 
-    def _fence(self, worker_id: str, attempts: set[tuple[int, int]], now: datetime) -> dict[int, int]:
+    def _report_one_by_one(
+        self,
+        worker_id: str,
+        reports: Sequence[OutcomeReport],
+        retry: RetryPolicy,
+        now: datetime,
+        details: Mapping[int, str],
+    ) -> set[int]:
+        """After the database refused a batch: each row alone, and a row it still refuses with a generic
+        message and no traceback. Only a refusal of that too (a fault of the store, not of the row) raises."""
+        applied: set[int] = set()
+        for report in changes.first_per_job(reports).values():
+            try:
+                applied |= self._report(worker_id, [report], retry, now, details)
+            except DatabaseError as exc:
+                if self.is_transient_fault(exc):
+                    raise
+                plain = changes.with_generic_text(report, exc)
+                applied |= self._report(worker_id, [plain], retry, now, {})
+        return applied
+
+    def _report(
+        self,
+        worker_id: str,
+        reports: Sequence[OutcomeReport],
+        retry: RetryPolicy,
+        now: datetime,
+        details: Mapping[int, str],
+    ) -> set[int]:
+        """One fenced batch in one transaction: the ids whose outcome applied."""
+        with self._write():
+            first = changes.first_per_job(reports)
+            held = self._fence(worker_id, {(r.job_id, r.attempt) for r in first.values()}, now)
+            flags = self._cancel_flags(list(held))
+            self._apply(
+                [
+                    changes.for_report(
+                        first[job_id],
+                        worker=worker_id,
+                        cancel_requested=flags.get(job_id, False),
+                        retry=retry,
+                        now=now,
+                        detail=details.get(job_id),
+                    )
+                    for job_id in held
+                ],
+                now,
+            )
+        return set(held)
+
+    def _fence(self, worker_id: str, attempts: set[tuple[int, int]], now: datetime) -> set[int]:
         """Delete the leases this worker still holds, live at ``now``, for these (job, Attempt) pairs.
-
-        Returns the attempt of each lease deleted, by job id.
-        """
+        Returns the ids whose lease passed."""
         job_ids = list({job_id for job_id, _ in attempts})
         leases = Lease.objects.using(self.using).filter(job_id__in=job_ids, owner=worker_id)
         live = leases.filter(expires_at__gt=now).select_for_update().values_list("job_id", "attempt")
-        held = {job_id: attempt for job_id, attempt in live if (job_id, attempt) in attempts}
+        held = {job_id for job_id, attempt in live if (job_id, attempt) in attempts}
         if held:
             Lease.objects.using(self.using).filter(job_id__in=list(held)).delete()
         return held
@@ -241,26 +304,39 @@ class DjangoStore:
         flagged = Job.objects.using(self.using).filter(id__in=ids, cancel_requested=True)
         return dict.fromkeys(flagged.values_list("id", flat=True), True)
 
-    def _apply(self, changes: Sequence[_Change], now: datetime) -> None:
+    def _apply(self, moves: Sequence[Change], now: datetime) -> None:
         """Move leased jobs to their next states, grouped so each distinct change is one UPDATE."""
-        groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
-        for change in changes:
-            groups[change.update_key].append(change.job_id)
+        groups: dict[tuple[object, ...], list[Change]] = defaultdict(list)
+        for change in moves:
+            groups[change.update_key].append(change)
         jobs = Job.objects.using(self.using)
-        for (state, due_at, cause, attempt_delta), ids in groups.items():
-            values: dict[str, Any] = {"state": state}
-            if state == State.SCHEDULED:
-                values.update(due_at=due_at)
-            else:  # a finished job has nothing left to cancel
-                values.update(terminal_at=now, terminal_cause=cause, cancel_requested=False)
-            if attempt_delta:
-                values.update(attempt=F("attempt") + attempt_delta)
+        for group in groups.values():
+            move, ids = group[0].move, [c.job_id for c in group]
+            values: dict[str, Any] = {"state": move.state}
+            if move.is_terminal:  # a finished job has nothing left to cancel
+                values.update(terminal_at=now, terminal_cause=group[0].message, cancel_requested=False)
+            elif move.due_at is not None:
+                values.update(due_at=move.due_at)
+            if move.attempt_delta:
+                values.update(attempt=F("attempt") + move.attempt_delta)
             updated = jobs.filter(id__in=ids, state=State.LEASED).update(**values)
             if updated != len(ids):
-                raise AssertionError(f"leased jobs {ids} lost their state under a held lease")
-        Outcome.objects.using(self.using).bulk_create(change.outcome() for change in changes)
+                raise StoreError(f"leased jobs {ids} lost their state under a held lease")
+        Outcome.objects.using(self.using).bulk_create(
+            Outcome(
+                job_id=c.job_id,
+                attempt=c.attempt,
+                worker=c.worker,
+                kind=c.kind,
+                state_after=c.state,
+                message=c.message,
+                detail=c.detail,
+                recorded_at=now,
+            )
+            for c in moves
+        )
 
-    # -- heartbeats, expiry, release ---------------------------------------------------------------
+    # -- heartbeats and expiry ---------------------------------------------------------------------
 
     def heartbeat(
         self, *, worker_id: str, job_ids: Sequence[int], lease_duration: timedelta, now: datetime
@@ -294,79 +370,72 @@ class DjangoStore:
             Lease.objects.using(self.using).filter(job_id__in=ids).delete()
             rows = Job.objects.using(self.using).filter(id__in=ids)
             info = {i: (m, c) for i, m, c in rows.values_list("id", "max_attempts", "cancel_requested")}
-            changes = [
-                _Change.for_expiry(job_id, attempt, owner, *info[job_id], retry, now)
-                for job_id, attempt, owner in leases
-            ]
-            self._apply(changes, now)
-        return len(leases)
-
-    def release(self, *, worker_id: str, job_ids: Sequence[int], now: datetime) -> int:
-        if not job_ids:
-            return 0
-        with self._write():
-            held = Lease.objects.using(self.using).filter(
-                job_id__in=list(job_ids), owner=worker_id, expires_at__gt=now
-            )  # a lapsed lease is the sweep's: its Attempt counts
-            leases = list(held.select_for_update().values_list("job_id", "attempt"))
-            if not leases:
-                return 0
-            Lease.objects.using(self.using).filter(job_id__in=[i for i, _ in leases]).delete()
-            flags = self._cancel_flags([i for i, _ in leases])
-            changes = [_Change.for_release(i, a, worker_id, flags.get(i, False), now) for i, a in leases]
-            self._apply(changes, now)
+            self._apply(
+                [
+                    changes.for_expiry(
+                        job_id=job_id,
+                        attempt=attempt,
+                        owner=owner,
+                        max_attempts=info[job_id][0],
+                        cancel_requested=info[job_id][1],
+                        retry=retry,
+                        now=now,
+                    )
+                    for job_id, attempt, owner in leases
+                ],
+                now,
+            )
         return len(leases)
 
     # -- operator actions --------------------------------------------------------------------------
 
     def _audit(self, actor: str, action: str, target: object, now: datetime, detail: str = "") -> None:
         AuditRecord.objects.using(self.using).create(
-            actor=actor, action=action, target=str(target), detail=detail, recorded_at=now
+            actor=clean(actor, 255), action=action, target=str(target), detail=detail, recorded_at=now
         )
 
     def cancel(self, job_id: int, *, actor: str, now: datetime) -> CancelResult:
         with self._write():
-            job = Job.objects.using(self.using).select_for_update().filter(id=job_id).first()
-            if job is None or State(job.state).is_terminal:
+            found = Job.objects.using(self.using).select_for_update().filter(id=job_id).values_list("state")
+            row = found.first()
+            effect = transitions.cancel_effect(State(row[0])) if row else transitions.CancelEffect.REFUSE
+            if effect is transitions.CancelEffect.REFUSE:
                 return CancelResult.NOT_CANCELLABLE
-            if job.state == State.LEASED:
-                Job.objects.using(self.using).filter(id=job_id).update(cancel_requested=True)
+            job = Job.objects.using(self.using).filter(id=job_id)
+            if effect is transitions.CancelEffect.REQUEST:
+                job.update(cancel_requested=True)
                 result = CancelResult.REQUESTED
             else:
-                Job.objects.using(self.using).filter(id=job_id).update(
-                    state=State.CANCELLED, terminal_at=now, terminal_cause=f"cancelled by {actor}"
-                )
+                cause = clean(transitions.cancel_cause(actor))
+                job.update(state=State.CANCELLED, terminal_at=now, terminal_cause=cause)
                 result = CancelResult.CANCELLED
             self._audit(actor, AuditRecord.Action.CANCEL, job_id, now, detail=result.value)
         return result
 
     def requeue(self, job_id: int, *, actor: str, now: datetime) -> RequeueResult:
         with self._write():
-            updated = (
-                Job.objects.using(self.using)
-                .filter(id=job_id, state__in=[State.DEAD_LETTERED, State.QUARANTINED])
-                .update(
-                    state=State.SCHEDULED,
-                    attempt=0,
-                    due_at=now,
-                    terminal_at=None,
-                    terminal_cause="",
-                    cancel_requested=False,
-                )
-            )
-            if not updated:
+            found = Job.objects.using(self.using).select_for_update().filter(id=job_id)
+            row = found.values_list("state", "queue").first()
+            if row is None or not transitions.can_requeue(State(row[0])):
                 return RequeueResult.NOT_REQUEUEABLE
+            found.update(
+                state=State.SCHEDULED,
+                attempt=0,
+                due_at=now,
+                terminal_at=None,
+                terminal_cause="",
+                cancel_requested=False,
+            )
             self._audit(actor, AuditRecord.Action.REQUEUE, job_id, now)
-            queue = Job.objects.using(self.using).values_list("queue", flat=True).get(id=job_id)
-            transaction.on_commit(lambda: wakeups.publish([queue]), using=self.using)
+            self._hint_this_process([row[1]])
         return RequeueResult.REQUEUED
 
     def _change_queue(self, queue: str, actor: str, now: datetime, action: str, **values: Any) -> None:
-        if not queue or len(queue) > MAX_QUEUE_NAME_LENGTH:
-            raise StoreError(f"queue name {queue!r} must be 1 to {MAX_QUEUE_NAME_LENGTH} characters")
+        problem = queue_name_problem(queue)
+        if problem:
+            raise StoreError(problem)
         with self._write():
-            if self.is_postgres:  # waits for claims in flight; claims after it see the change
-                self._execute(LOCK_QUEUE_EXCLUSIVE, [ADVISORY_CLASS, queue])
+            self._lock_queue_for_change(queue)  # waits for claims in flight; claims after it see the change
             QueueSettings.objects.using(self.using).update_or_create(
                 queue=queue, defaults={**values, "updated_at": now}
             )
@@ -381,8 +450,7 @@ class DjangoStore:
         self._change_queue(queue, actor, now, AuditRecord.Action.RESUME_QUEUE, paused=False)
 
     def set_concurrency_limit(self, queue: str, limit: int | None, *, actor: str, now: datetime) -> None:
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise StoreError(f"a concurrency limit is an int >= 0 or None, not {limit!r}")
+        check_concurrency_limit(limit)
         action = AuditRecord.Action.SET_CONCURRENCY_LIMIT
         self._change_queue(queue, actor, now, action, concurrency_limit=limit)
 
@@ -394,12 +462,11 @@ class DjangoStore:
         worker_id: str,
         group: str,
         queues: Sequence[str],
-        health: str,
+        health: Health,
         detail: str,
         started_at: datetime,
         now: datetime,
     ) -> None:
-        """Upsert what a Pump says about itself; ``backwave_health`` and the admin read it."""
         host, pid = worker_id.split(":")[0], int(worker_id.split(":")[1])
         PumpStatus.objects.using(self.using).update_or_create(
             worker_id=worker_id,
@@ -409,14 +476,13 @@ class DjangoStore:
                 "pid": pid,
                 "queues": ",".join(queues),
                 "health": health,
-                "detail": detail[:2000],
+                "detail": clean(detail, MAX_HEALTH_DETAIL_BYTES),
                 "started_at": started_at,
                 "last_beat_at": now,
             },
         )
 
     def forget_pumps(self, *, silent_since: datetime) -> int:
-        """Delete the status rows of pumps that have not beaten since ``silent_since``."""
         stale = PumpStatus.objects.using(self.using).filter(last_beat_at__lt=silent_since)
         return int(stale.delete()[0])
 
@@ -430,119 +496,59 @@ class DjangoStore:
         return None if first is None else max(first, now)  # due work already waiting: now
 
     def next_lease_expiry(self, queues: Sequence[str]) -> datetime | None:
-        """When the first lease in ``queues`` lapses (its job then becomes due again), or None."""
         leases = Lease.objects.using(self.using).filter(queue__in=list(queues))
         return leases.order_by("expires_at").values_list("expires_at", flat=True).first()
 
-    def count_live(self, queues: Sequence[str]) -> int:
-        return Job.objects.using(self.using).live().filter(queue__in=list(queues)).count()
-
-
-def _check_bounds(new: NewJob, max_payload_bytes: int) -> None:
-    if not new.wire_name or len(new.wire_name) > MAX_WIRE_NAME_LENGTH:
-        raise WireNameTooLong(f"wire name {new.wire_name!r} must be 1 to {MAX_WIRE_NAME_LENGTH} characters")
-    if not new.queue or len(new.queue) > MAX_QUEUE_NAME_LENGTH:
-        raise StoreError(f"queue name {new.queue!r} must be 1 to {MAX_QUEUE_NAME_LENGTH} characters")
-    size = len(new.payload.encode("utf-8"))
-    if size > max_payload_bytes:
-        raise PayloadTooLarge(
-            f"the payload of {new.wire_name!r} is {size} bytes; the limit is {max_payload_bytes} "
-            "(BACKWAVE['MAX_PAYLOAD_BYTES']). Store large data elsewhere and pass a reference."
+    def upcoming(self, queues: Sequence[str], *, after: datetime) -> datetime | None:
+        jobs = Job.objects.using(self.using).filter(
+            state=State.SCHEDULED, queue__in=list(queues), due_at__gt=after
         )
-    if new.max_attempts < 1:
-        raise StoreError(f"max_attempts must be at least 1, got {new.max_attempts}")
+        leases = Lease.objects.using(self.using).filter(queue__in=list(queues), expires_at__gt=after)
+        times = [
+            jobs.order_by("due_at").values_list("due_at", flat=True).first(),
+            leases.order_by("expires_at").values_list("expires_at", flat=True).first(),
+        ]
+        present = [t for t in times if t is not None]
+        return min(present) if present else None
 
+    def get_job(self, job_id: int) -> JobView | None:
+        row = Job.objects.using(self.using).filter(id=job_id).values(*_JOB_FIELDS).first()
+        return None if row is None else JobView(**{**row, "state": State(row["state"])})
 
-def _first_report_per_lease(reports: Sequence[OutcomeReport], held: Mapping[int, int]) -> list[OutcomeReport]:
-    """The reports that passed the fence; a job listed twice applies once, by its first matching row."""
-    applied: dict[int, OutcomeReport] = {}
-    for r in reports:
-        if held.get(r.job_id) == r.attempt:
-            applied.setdefault(r.job_id, r)
-    return list(applied.values())
+    def get_lease(self, job_id: int) -> LeaseView | None:
+        fields = ("job_id", "queue", "owner", "attempt", "claimed_at", "expires_at")
+        row = Lease.objects.using(self.using).filter(job_id=job_id).values(*fields).first()
+        return None if row is None else LeaseView(**row)
 
+    def list_outcomes(self, job_id: int) -> list[OutcomeView]:
+        fields = ("job_id", "attempt", "worker", "kind", "state_after", "message", "detail", "recorded_at")
+        rows = Outcome.objects.using(self.using).filter(job_id=job_id).order_by("id").values(*fields)
+        return [OutcomeView(**{**r, "kind": r["kind"], "state_after": State(r["state_after"])}) for r in rows]
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Change:
-    """Where one leased job goes next, and the Outcome row that records why."""
+    def list_audit(self, target: str | None = None) -> list[AuditView]:
+        rows = AuditRecord.objects.using(self.using).order_by("id")
+        if target is not None:
+            rows = rows.filter(target=target)
+        fields = ("actor", "action", "target", "detail", "recorded_at")
+        return [AuditView(**r) for r in rows.values(*fields)]
 
-    job_id: int
-    attempt: int
-    kind: OutcomeKind
-    state: State
-    worker: str
-    now: datetime
-    due_at: datetime | None = None
-    cause: str = ""
-    detail: str = ""
-    attempt_delta: int = 0  # -1 for a release: that Attempt does not count
+    def list_queues(self) -> list[QueueView]:
+        rows = QueueSettings.objects.using(self.using).order_by("queue")
+        return [QueueView(**r) for r in rows.values("queue", "paused", "concurrency_limit")]
 
-    @property
-    def update_key(self) -> tuple[Any, ...]:
-        return (self.state, self.due_at, self.cause, self.attempt_delta)
-
-    def outcome(self) -> Outcome:
-        return Outcome(
-            job_id=self.job_id,
-            attempt=self.attempt,
-            worker=self.worker,
-            kind=self.kind,
-            state_after=self.state,
-            message=_truncate(self.cause, 2000),
-            detail=_truncate(self.detail),
-            recorded_at=self.now,
-        )
-
-    @classmethod
-    def for_report(
-        cls, report: OutcomeReport, cancel_requested: bool, now: datetime, worker: str, detail: str | None
-    ) -> _Change:
-        kind, message, due_at = report.kind, report.message, None
-        if kind is OutcomeKind.SUCCEEDED:
-            state = State.SUCCEEDED
-        elif kind is OutcomeKind.CANCELLED or (kind is OutcomeKind.FAILED and cancel_requested):
-            state, message = State.CANCELLED, "operator-cancel"  # a cancelled job is not retried
-        elif kind is OutcomeKind.UNROUTABLE:
-            state = State.QUARANTINED
-        elif kind is OutcomeKind.FAILED and report.retry_at is not None:
-            state, due_at = State.SCHEDULED, report.retry_at
-        elif kind is OutcomeKind.FAILED:
-            state = State.DEAD_LETTERED
-        else:
-            raise StoreError(f"a worker cannot report the outcome {kind!r}")
-        return cls(
-            job_id=report.job_id, attempt=report.attempt, kind=kind, state=state, worker=worker, now=now,
-            due_at=due_at, cause=message, detail=detail or "",
-        )  # fmt: skip
-
-    @classmethod
-    def for_expiry(
-        cls, job_id: int, attempt: int, owner: str, max_attempts: int, cancel_requested: bool,
-        retry: RetryPolicy, now: datetime,
-    ) -> _Change:  # fmt: skip
-        retry_at = retry.next_attempt_at(attempt, max_attempts, now, key=job_id)
-        if cancel_requested:
-            state, cause = State.CANCELLED, "operator-cancel (its lease expired)"
-        elif retry_at is None:
-            state, cause = State.DEAD_LETTERED, f"lease expired on attempt {attempt} (ceiling reached)"
-        else:
-            state, cause = State.SCHEDULED, f"lease expired on attempt {attempt}"
-        return cls(
-            job_id=job_id, attempt=attempt, kind=OutcomeKind.EXPIRED, state=state, worker=owner, now=now,
-            due_at=retry_at if state == State.SCHEDULED else None, cause=cause,
-        )  # fmt: skip
-
-    @classmethod
-    def for_release(
-        cls, job_id: int, attempt: int, worker: str, cancel_requested: bool, now: datetime
-    ) -> _Change:
-        kind = OutcomeKind.RELEASED
-        if cancel_requested:
-            return cls(
-                job_id=job_id, attempt=attempt, kind=kind, worker=worker, now=now,
-                state=State.CANCELLED, cause="operator-cancel",
-            )  # fmt: skip
-        return cls(
-            job_id=job_id, attempt=attempt, kind=kind, worker=worker, now=now,
-            state=State.SCHEDULED, due_at=now, cause="released at shutdown", attempt_delta=-1,
-        )  # fmt: skip
+    def list_pumps(self) -> list[PumpView]:
+        rows = PumpStatus.objects.using(self.using).order_by("group", "worker_id")
+        return [
+            PumpView(
+                worker_id=p.worker_id,
+                group=p.group,
+                host=p.host,
+                pid=p.pid,
+                queues=tuple(q for q in p.queues.split(",") if q),
+                health=Health(p.health),
+                detail=p.detail,
+                started_at=p.started_at,
+                last_beat_at=p.last_beat_at,
+            )
+            for p in rows
+        ]

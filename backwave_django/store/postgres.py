@@ -1,9 +1,14 @@
-"""The PostgreSQL store: the Django store with its hot paths in single SQL statements.
+"""The PostgreSQL store: the Django store with its hot paths in single SQL statements, and PostgreSQL's own
+mechanisms: advisory locks around queue settings and NOTIFY wake-up hints.
 
-Enqueue, claim, report, heartbeat and the batch state change behind expiry and release each cost one
-statement (plus the transaction around it), whatever the batch size: no per-job round-trip and no model
-instances on the claim and report paths. Everything else, and every decision about where a job goes next
-(``_Change``), is shared with :class:`DjangoStore`, so both stores keep one set of semantics.
+Enqueue, claim, report, heartbeat and the batch state change behind expiry each cost one statement (plus the
+transaction around it), whatever the batch size: no per-job round-trip and no model instances on the claim and
+report paths. No statement decides where a job goes: the moves come from ``core.transitions`` (through
+``store.changes``) as arrays, and the report statement only picks, per row, the move for the cancel flag it
+reads. ``tests/contract/test_table_agreement.py`` proves the SQL and the portable store agree row for row.
+
+Queue settings are guarded by an advisory lock keyed on the queue name: claims take it shared, operator
+changes take it exclusive, so a first-ever pause or limit can never slip past a claim that is in flight.
 """
 
 from __future__ import annotations
@@ -16,11 +21,20 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.backends.utils import CursorWrapper
 
-from .. import conf, wakeups
+from .. import conf
 from ..core.records import ClaimedJob, HeartbeatResult, OutcomeReport
-from ..models import Job
-from .contract import NewJob, ReportResult
-from .django import ADVISORY_CLASS, HINT_CHANNEL, DjangoStore, _Change, _check_bounds, _truncate
+from ..core.retry import RetryPolicy
+from . import changes
+from .bounds import check_new_job
+from .changes import Change
+from .contract import HINT_CHANNEL, EnqueuedJob, NewJob, StoreError
+from .django import DjangoStore
+
+#: The first key of our two-key advisory locks, so they never collide with an application's own.
+ADVISORY_CLASS = 0x4257  # "BW"
+LOCK_QUEUES_SHARED = "SELECT pg_advisory_xact_lock_shared(%s, hashtext(q)) FROM unnest(%s::text[]) AS q"
+LOCK_QUEUE_EXCLUSIVE = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
+NOTIFY = "SELECT pg_notify(%s, q) FROM unnest(%s::text[]) AS q"
 
 #: What a pooler that cannot keep prepared statements (PgBouncer in transaction mode without
 #: ``max_prepared_statements``) makes of ours: it hands the next statement another server connection.
@@ -30,14 +44,18 @@ POOLER_HINT = (
     "BACKWAVE['PREPARED_STATEMENTS'] = False."
 )
 
-ENQUEUE = """
-WITH inserted AS (
+_INSERT_COLUMNS = """
     INSERT INTO backwave_django_job
         (wire_name, queue, payload, state, attempt, max_attempts, due_at, created_at, terminal_cause,
-         cancel_requested)
-    SELECT w, q, p, 'scheduled', 0, m, d, %s, '', false
-    FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::timestamptz[])
-        WITH ORDINALITY AS t(w, q, p, m, d, n)
+         cancel_requested, timeout)
+"""
+
+ENQUEUE = f"""
+WITH inserted AS (
+    {_INSERT_COLUMNS}
+    SELECT w, q, p, 'scheduled', 0, m, d, %s, '', false, t
+    FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::timestamptz[], %s::interval[])
+        WITH ORDINALITY AS u(w, q, p, m, d, t, n)
     ORDER BY n
     RETURNING id
 ), hinted AS (
@@ -47,12 +65,10 @@ SELECT id, (SELECT count(*) FROM hinted) FROM inserted
 """
 
 #: One job: a plain VALUES insert plans and runs faster than the unnest form.
-ENQUEUE_ONE = """
+ENQUEUE_ONE = f"""
 WITH inserted AS (
-    INSERT INTO backwave_django_job
-        (wire_name, queue, payload, state, attempt, max_attempts, due_at, created_at, terminal_cause,
-         cancel_requested)
-    VALUES (%s, %s, %s, 'scheduled', 0, %s, %s, %s, '', false)
+    {_INSERT_COLUMNS}
+    VALUES (%s, %s, %s, 'scheduled', 0, %s, %s, %s, '', false, %s::interval)
     RETURNING id
 ), hinted AS (
     SELECT pg_notify(%s, %s) WHERE %s
@@ -82,61 +98,67 @@ WITH picked AS (
 ), claimed AS (
     UPDATE backwave_django_job j SET state = 'leased', attempt = j.attempt + 1
     FROM picked WHERE j.id = picked.id
-    RETURNING j.id, j.wire_name, j.queue, j.payload, j.attempt, j.max_attempts, j.due_at
+    RETURNING j.id, j.wire_name, j.queue, j.payload, j.attempt, j.max_attempts, j.due_at, j.timeout
 ), leased AS (
     INSERT INTO backwave_django_lease (job_id, queue, owner, attempt, claimed_at, expires_at)
     SELECT id, queue, %(owner)s, attempt, %(now)s, %(expires)s FROM claimed
 )
-SELECT id, wire_name, queue, payload, attempt, max_attempts, due_at FROM claimed ORDER BY due_at, id
+SELECT id, wire_name, queue, payload, attempt, max_attempts, due_at, timeout FROM claimed ORDER BY due_at, id
 """
 
-#: Per-row changes as parallel arrays (see ``_Change``), for the statements below.
+#: Moves as parallel arrays: for each row the move without a cancel request and the move with one
+#: (``_c``). Where the store has read the flag itself, both are the same move.
 CHANGES = """
-    SELECT * FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(kinds)s::text[], %(states)s::text[],
-                         %(dues)s::timestamptz[], %(causes)s::text[], %(details)s::text[], %(deltas)s::int[],
-                         %(workers)s::text[])
-        AS t(job_id, attempt, kind, state, due_at, cause, detail, delta, worker)
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(attempts)s::int[], %(kinds)s::text[], %(workers)s::text[], %(details)s::text[],
+        %(states)s::text[], %(dues)s::timestamptz[], %(causes)s::text[], %(deltas)s::int[],
+        %(states_c)s::text[], %(dues_c)s::timestamptz[], %(causes_c)s::text[], %(deltas_c)s::int[]
+    ) AS t(job_id, attempt, kind, worker, detail, state, due_at, cause, delta,
+           state_c, due_at_c, cause_c, delta_c)
 """
 
 _MOVE_AND_LOG = """
-moved AS (
+chosen AS (
+    SELECT c.job_id, c.attempt, c.kind, c.worker, c.detail,
+           CASE WHEN j.cancel_requested THEN c.state_c ELSE c.state END AS state,
+           CASE WHEN j.cancel_requested THEN c.due_at_c ELSE c.due_at END AS due_at,
+           CASE WHEN j.cancel_requested THEN c.cause_c ELSE c.cause END AS cause,
+           CASE WHEN j.cancel_requested THEN c.delta_c ELSE c.delta END AS delta
+    FROM {source} JOIN backwave_django_job j ON j.id = c.job_id
+), moved AS (
     UPDATE backwave_django_job j SET
-        state = c.state,
-        attempt = j.attempt + c.delta,
-        due_at = CASE WHEN c.state = 'scheduled' THEN c.due_at ELSE j.due_at END,
-        terminal_at = CASE WHEN c.state = 'scheduled' THEN NULL ELSE %(now)s END,
-        terminal_cause = CASE WHEN c.state = 'scheduled' THEN j.terminal_cause ELSE c.cause END,
-        cancel_requested = CASE WHEN c.state = 'scheduled' THEN j.cancel_requested ELSE false END
-    FROM {source}
-    WHERE j.id = c.job_id AND j.state = 'leased' {guard}
+        state = x.state,
+        attempt = j.attempt + x.delta,
+        due_at = COALESCE(x.due_at, j.due_at),
+        terminal_at = CASE WHEN x.state = 'scheduled' THEN NULL ELSE %(now)s END,
+        terminal_cause = CASE WHEN x.state = 'scheduled' THEN j.terminal_cause ELSE x.cause END,
+        cancel_requested = CASE WHEN x.state = 'scheduled' THEN j.cancel_requested ELSE false END
+    FROM chosen x
+    WHERE j.id = x.job_id AND j.state = 'leased'
     RETURNING j.id
 ), logged AS (
     INSERT INTO backwave_django_outcome
         (job_id, attempt, worker, kind, state_after, message, detail, recorded_at)
-    SELECT c.job_id, c.attempt, c.worker, c.kind, c.state, c.cause, c.detail, %(now)s
-    FROM changes c JOIN moved m ON m.id = c.job_id
+    SELECT x.job_id, x.attempt, x.worker, x.kind, x.state, x.cause, x.detail, %(now)s
+    FROM chosen x JOIN moved m ON m.id = x.job_id
 )
 """
 
-#: Leases already deleted by the caller: move the jobs and write one Outcome each.
-APPLY = (
-    f"WITH changes AS ({CHANGES}),{_MOVE_AND_LOG.format(source='changes c', guard='')} SELECT id FROM moved"
-)
+#: Leases already deleted by the caller (the expiry sweep): move the jobs and write one Outcome each.
+APPLY = f"WITH changes AS ({CHANGES}),{_MOVE_AND_LOG.format(source='changes c')} SELECT id FROM moved"
 
 #: The fenced report: delete the leases this worker still holds for these Attempts (live at ``now``), move
-#: the jobs and log the outcomes. A failure of a job whose cancel was requested is left for the caller
-#: (fenced but not moved), because it becomes a cancel rather than a retry.
+#: the jobs (each by the move for the cancel flag it reads) and log the outcomes.
 REPORT = (
     f"WITH changes AS ({CHANGES}), fenced AS ("
     " DELETE FROM backwave_django_lease l USING changes c"
     " WHERE l.job_id = c.job_id AND l.attempt = c.attempt AND l.owner = %(owner)s AND l.expires_at > %(now)s"
     " RETURNING l.job_id),"
-    + _MOVE_AND_LOG.format(
-        source="changes c JOIN fenced f ON f.job_id = c.job_id",
-        guard="AND NOT (j.cancel_requested AND c.kind = 'failed')",
-    )
+    + _MOVE_AND_LOG.format(source="changes c JOIN fenced f ON f.job_id = c.job_id")
     + " SELECT 'fenced', job_id FROM fenced UNION ALL SELECT 'moved', id FROM moved"
 )
+
+TERMINATE = "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid"
 
 HEARTBEAT = """
 WITH renewed AS (
@@ -148,17 +170,22 @@ SELECT r.job_id, j.cancel_requested FROM renewed r JOIN backwave_django_job j ON
 """
 
 
-def _arrays(changes: Sequence[_Change]) -> dict[str, list[Any]]:
+def _arrays(pairs: Sequence[tuple[Change, Change]]) -> dict[str, list[Any]]:
+    """Parallel arrays of (move without a cancel request, move with one) per job."""
     return {
-        "ids": [c.job_id for c in changes],
-        "attempts": [c.attempt for c in changes],
-        "kinds": [c.kind.value for c in changes],
-        "states": [c.state.value for c in changes],
-        "dues": [c.due_at for c in changes],
-        "causes": [_truncate(c.cause, 2000) for c in changes],
-        "details": [_truncate(c.detail) for c in changes],
-        "deltas": [c.attempt_delta for c in changes],
-        "workers": [c.worker for c in changes],
+        "ids": [clear.job_id for clear, _ in pairs],
+        "attempts": [clear.attempt for clear, _ in pairs],
+        "kinds": [clear.kind.value for clear, _ in pairs],
+        "workers": [clear.worker for clear, _ in pairs],
+        "details": [clear.detail for clear, _ in pairs],
+        "states": [clear.state.value for clear, _ in pairs],
+        "dues": [clear.move.due_at for clear, _ in pairs],
+        "causes": [clear.message for clear, _ in pairs],
+        "deltas": [clear.move.attempt_delta for clear, _ in pairs],
+        "states_c": [flagged.state.value for _, flagged in pairs],
+        "dues_c": [flagged.move.due_at for _, flagged in pairs],
+        "causes_c": [flagged.message for _, flagged in pairs],
+        "deltas_c": [flagged.move.attempt_delta for _, flagged in pairs],
     }
 
 
@@ -177,6 +204,41 @@ def _hot_cursor(prepare: bool) -> Any:
 
 class PostgresStore(DjangoStore):
     """The Storage Contract on PostgreSQL, hot paths in SQL. Same semantics as :class:`DjangoStore`."""
+
+    def _execute(self, sql: str, params: Sequence[Any]) -> None:
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+
+    def cut_off_sessions(self, sessions: Sequence[object]) -> None:
+        """End the server sessions (on this server) that hold a transaction open or run a statement: the
+        server rolls their transaction back, and the handler's next use of them fails. Idle sessions are left
+        alone: the guard on them refuses any further statement. Sessions on other servers get a cancel."""
+        from psycopg.pq import TransactionStatus
+
+        ours = self.connection.settings_dict
+        pids = []
+        for session in sessions:
+            raw = getattr(session, "connection", None)
+            if raw is None or getattr(session, "vendor", "") != "postgresql" or raw.closed:
+                continue
+            if raw.info.transaction_status == TransactionStatus.IDLE:
+                continue
+            theirs = getattr(session, "settings_dict", {})
+            if all(theirs.get(key) == ours.get(key) for key in ("HOST", "PORT", "NAME")):
+                pids.append(raw.info.backend_pid)
+            else:
+                raw.cancel_safe()
+        if pids:
+            self._execute(TERMINATE, [pids])
+
+    def _lock_queues_for_claim(self, queues: Sequence[str]) -> None:
+        self._execute(LOCK_QUEUES_SHARED, [ADVISORY_CLASS, list(queues)])
+
+    def _lock_queue_for_change(self, queue: str) -> None:
+        self._execute(LOCK_QUEUE_EXCLUSIVE, [ADVISORY_CLASS, queue])
+
+    def _hint_other_processes(self, queues: Sequence[str]) -> None:
+        self._execute(NOTIFY, [HINT_CHANNEL, list(queues)])  # delivered at commit, and only then
 
     def _rows(self, sql: str, params: Any, *, prepare: bool = False) -> list[tuple[Any, ...]]:
         """Run one hot statement with server-side binding. It still goes through Django's cursor wrapper,
@@ -215,55 +277,49 @@ class PostgresStore(DjangoStore):
                     self.connection.close()
             raise
 
-    def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[Job]:
+    def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
         for new in jobs:
-            _check_bounds(new, max_payload_bytes)
+            check_new_job(new, max_payload_bytes)
         if not jobs:
             return []
         due_queues = sorted({new.queue for new in jobs if new.due_at <= now})
         if len(jobs) == 1:
             new = jobs[0]
-            one = [new.wire_name, new.queue, new.payload, new.max_attempts, new.due_at, now]
+            one = [new.wire_name, new.queue, new.payload, new.max_attempts, new.due_at, now, new.timeout]
             rows = self._rows(ENQUEUE_ONE, [*one, HINT_CHANNEL, new.queue, bool(due_queues)], prepare=True)
-            ids = [row[0] for row in rows]
-            return self._enqueued(ids, jobs, due_queues, now)
-        params = [
-            now,
-            [new.wire_name for new in jobs],
-            [new.queue for new in jobs],
-            [new.payload for new in jobs],
-            [new.max_attempts for new in jobs],
-            [new.due_at for new in jobs],
-            HINT_CHANNEL,
-            due_queues,
-        ]
-        ids = sorted(
-            row[0] for row in self._rows(ENQUEUE, params, prepare=True)
-        )  # one statement: atomic on its own
-        return self._enqueued(ids, jobs, due_queues, now)
-
-    def _enqueued(
-        self, ids: list[int], jobs: Sequence[NewJob], due_queues: list[str], now: datetime
-    ) -> list[Job]:
+        else:
+            params = [
+                now,
+                [new.wire_name for new in jobs],
+                [new.queue for new in jobs],
+                [new.payload for new in jobs],
+                [new.max_attempts for new in jobs],
+                [new.due_at for new in jobs],
+                [new.timeout for new in jobs],
+                HINT_CHANNEL,
+                due_queues,
+            ]
+            rows = self._rows(ENQUEUE, params, prepare=True)  # one statement: atomic on its own
         if due_queues:
-            transaction.on_commit(lambda: wakeups.publish(due_queues), using=self.using)
-        rows = []
-        for job_id, new in zip(ids, jobs, strict=True):
-            row = Job(
-                id=job_id, wire_name=new.wire_name, queue=new.queue, payload=new.payload,
-                max_attempts=new.max_attempts, due_at=new.due_at, created_at=now,
-            )  # fmt: skip
-            row._state.adding, row._state.db = False, self.using
-            rows.append(row)
-        return rows
+            self._hint_this_process(due_queues)
+        return [EnqueuedJob(id=job_id) for job_id in sorted(row[0] for row in rows)]
 
     def _queue_settings(self, queues: Sequence[str]) -> dict[str, tuple[bool, int | None]]:
         rows = self._rows(LOCK_AND_READ_SETTINGS, [ADVISORY_CLASS, list(queues)])
         return {q: (paused, limit) for q, _, paused, limit in rows if paused is not None}
 
-    def _claim_unlimited(
-        self, worker_id: str, queue: str, take: int, lease_duration: timedelta, now: datetime
+    def _claim_queue(
+        self,
+        worker_id: str,
+        queue: str,
+        take: int,
+        lease_duration: timedelta,
+        now: datetime,
+        *,
+        limited: bool,
     ) -> list[ClaimedJob]:
+        if limited:  # under the settings row lock taken by _free_slots: the ORM path
+            return super()._claim_queue(worker_id, queue, take, lease_duration, now, limited=True)
         params = {
             "queue": queue,
             "now": now,
@@ -271,46 +327,44 @@ class PostgresStore(DjangoStore):
             "owner": worker_id,
             "expires": now + lease_duration,
         }
-        return [ClaimedJob(**_claimed(row)) for row in self._rows(CLAIM_UNLIMITED_QUEUE, params)]
+        return [changes.claimed_job(row) for row in self._rows(CLAIM_UNLIMITED_QUEUE, params)]
 
-    def report(
+    def _report(
         self,
-        *,
         worker_id: str,
         reports: Sequence[OutcomeReport],
+        retry: RetryPolicy,
         now: datetime,
-        details: Mapping[int, str] | None = None,
-    ) -> ReportResult:
-        if not reports:
-            return ReportResult(applied=frozenset(), stale=frozenset())
-        details = details or {}
-        first: dict[int, OutcomeReport] = {}
-        for report in reports:
-            first.setdefault(report.job_id, report)  # a job listed twice applies once, by its first row
-        changes = [
-            _Change.for_report(r, False, now, worker_id, details.get(r.job_id)) for r in first.values()
+        details: Mapping[int, str],
+    ) -> set[int]:
+        pairs = [
+            tuple(
+                changes.for_report(
+                    r,
+                    worker=worker_id,
+                    cancel_requested=flag,
+                    retry=retry,
+                    now=now,
+                    detail=details.get(r.job_id),
+                )
+                for flag in (False, True)
+            )
+            for r in changes.first_per_job(reports).values()
         ]
         with transaction.atomic(using=self.using):
-            rows = self._rows(REPORT, {**_arrays(changes), "owner": worker_id, "now": now})
-            fenced = {job_id for what, job_id in rows if what == "fenced"}
-            moved = {job_id for what, job_id in rows if what == "moved"}
-            if fenced - moved:  # failures of cancel-requested jobs: they end cancelled
-                cancelled = [
-                    _Change.for_report(first[job_id], True, now, worker_id, details.get(job_id))
-                    for job_id in sorted(fenced - moved)
-                ]
-                self._apply(cancelled, now)
-        ids = {r.job_id for r in reports}
-        return ReportResult(applied=frozenset(fenced), stale=frozenset(ids - fenced))
+            rows = self._rows(REPORT, {**_arrays(pairs), "owner": worker_id, "now": now})  # type: ignore[arg-type]
+        fenced = {job_id for what, job_id in rows if what == "fenced"}
+        moved = {job_id for what, job_id in rows if what == "moved"}
+        if fenced != moved:
+            raise StoreError(f"leased jobs {sorted(fenced - moved)} lost their state under a held lease")
+        return fenced
 
-    def _apply(self, changes: Sequence[_Change], now: datetime) -> None:
-        if not changes:
+    def _apply(self, moves: Sequence[Change], now: datetime) -> None:
+        if not moves:
             return
-        moved = self._rows(APPLY, {**_arrays(changes), "now": now})
-        if len(moved) != len(changes):
-            raise AssertionError(
-                f"leased jobs {sorted(c.job_id for c in changes)} lost their state under a lease"
-            )
+        moved = self._rows(APPLY, {**_arrays([(c, c) for c in moves]), "now": now})
+        if len(moved) != len(moves):
+            raise StoreError(f"leased jobs {sorted(c.job_id for c in moves)} lost their state under a lease")
 
     def heartbeat(
         self, *, worker_id: str, job_ids: Sequence[int], lease_duration: timedelta, now: datetime
@@ -323,11 +377,3 @@ class PostgresStore(DjangoStore):
             HeartbeatResult(job_id=i, renewed=i in flags, cancel_requested=bool(flags.get(i, False)))
             for i in job_ids
         ]
-
-
-def _claimed(row: tuple[Any, ...]) -> dict[str, Any]:
-    job_id, wire_name, queue, payload, attempt, max_attempts, due_at = row
-    return {
-        "id": job_id, "wire_name": wire_name, "queue": queue, "payload": payload, "attempt": attempt,
-        "max_attempts": max_attempts, "due_at": due_at,
-    }  # fmt: skip

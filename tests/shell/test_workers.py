@@ -11,13 +11,14 @@ def test_every_submitted_task_runs_exactly_once():
     done: list[int] = []
     lock = threading.Lock()
 
-    def record(n: int) -> None:
+    def record(n: int) -> bool:
         with lock:
             done.append(n)
+        return False
 
     pool = WorkerPool(8, "test")
     for n in range(2000):
-        pool.submit(record, n)
+        pool.submit(lambda n=n: record(n))
     pool.close()
     assert sorted(done) == list(range(2000))
 
@@ -28,7 +29,7 @@ def test_a_burst_of_slow_tasks_reaches_every_thread_of_the_pool():
     passed: list[bool] = []
     pool = WorkerPool(size, "test")
     for _ in range(size):
-        pool.submit(lambda: passed.append(barrier.wait() >= 0))
+        pool.submit(lambda: passed.append(barrier.wait() >= 0) or False)
     pool.close()
     assert passed == [True] * size
 
@@ -37,10 +38,43 @@ def test_tasks_submitted_while_every_thread_is_busy_run_when_one_frees():
     release = threading.Event()
     ran = threading.Event()
     pool = WorkerPool(2, "test")
-    pool.submit(release.wait)
-    pool.submit(release.wait)
-    pool.submit(ran.set)
+    pool.submit(lambda: not release.wait())
+    pool.submit(lambda: not release.wait())
+    pool.submit(lambda: ran.set() or False)
     assert not ran.wait(0.2)
     release.set()
     assert ran.wait(5)
     pool.close()
+
+
+def test_an_abandoned_task_gets_a_replacement_thread_and_its_own_retires_when_it_ends():
+    stuck, unstick = threading.Event(), threading.Event()
+    changes: list[tuple[int, int]] = []
+    pool = WorkerPool(1, "test", on_change=lambda *counts: changes.append(counts))
+
+    def hang() -> bool:
+        stuck.set()
+        unstick.wait(10)
+        return True  # its Attempt was abandoned meanwhile
+
+    pool.submit(hang)
+    assert stuck.wait(5)
+    assert pool.abandoned() == (1, 0)  # a replacement started: the pool keeps its size
+    ran = threading.Event()
+    pool.submit(lambda: ran.set() or False)
+    assert ran.wait(5)  # the replacement runs new work while the stuck thread hangs
+    unstick.set()
+    pool.close()
+    assert changes == [(1, 0), (0, 0)]
+
+
+def test_replacements_stop_at_the_cap_and_the_slots_are_reported_lost():
+    unstick = threading.Event()
+    pool = WorkerPool(2, "test", max_replacements=1)
+    for _ in range(2):
+        pool.submit(lambda: unstick.wait(10))
+    assert pool.abandoned() == (1, 0)
+    assert pool.abandoned() == (2, 1)
+    unstick.set()
+    pool.close()
+    assert pool.counts() == (0, 0)

@@ -11,6 +11,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ... import conf
+from ...core.health import GroupHealth
 from ...shell.node import Node
 
 
@@ -74,14 +75,22 @@ class Command(BaseCommand):
                     break
                 if options["burst"] and node.idle(options["burst_horizon"]):
                     break
-            node.stop(options["grace"])
+            stuck = node.stop(options["grace"])
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         elapsed = time.monotonic() - started
         processed = sum(p.processed for p in node.pumps)
-        for health in node.health():
-            self.stdout.write(f"group {health.group}: {health.state}, {health.pumps} pump(s)")
+        for status in node.health():
+            self.stdout.write(f"group {status.group}: {status.state}, {status.pumps} pump(s)")
         self.stdout.write(f"backwave_pump: {processed} outcomes applied in {elapsed:.1f} s")
-        if any(h.state == "halted" for h in node.health()):
+        halted = any(status.state == GroupHealth.HALTED for status in node.health())
+        if stuck:
+            # Handlers that ignored every request to stop are cut off from the database and their jobs
+            # given back; ending the process is the only way to end them (an open transaction rolls back).
+            self.stderr.write(f"backwave_pump: {stuck} handler thread(s) did not stop; ending the process")
+            self.stdout.flush()
+            self.stderr.flush()
+            os._exit(1 if halted else 0)
+        if halted:
             raise CommandError("a worker group halted; see the log above")

@@ -1,0 +1,192 @@
+"""Obeying the Node Driver: one ``match`` case per command, shared by the Pump and the test pump.
+
+:meth:`CommandRunner.run` carries out a step's commands in order and returns the events they produced (store
+replies), which the caller queues behind the events already waiting. Where the two pumps differ (a worker
+thread or the calling thread for handlers, a real or a virtual timer) the runner asks its :class:`Host`.
+
+When a store call raises, the runner tells the Driver (``StoreFaulted``, transient or not, as the store
+classifies it) and answers every store command of the step that it did not carry out with a failed reply, so
+no claim reservation or report is stranded; the other commands (starting claimed jobs) still run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Protocol
+
+from ..core import commands as cmd
+from ..core import events as ev
+from ..core.health import Health
+from ..core.text import describe
+from ..store.contract import JobStore
+from .executor import Attempt, Executor
+
+logger = logging.getLogger("backwave.pump")
+
+
+class Host(Protocol):
+    """What differs between the Pump and the test pump."""
+
+    def launch(self, attempt: Attempt) -> None:
+        """Run the Attempt (``executor.run``) and post the event it returns."""
+
+    def request_poll(self) -> None:
+        """Queue a PollDue behind the events waiting (coalesced)."""
+
+    def wake_at(self, at: datetime) -> None:
+        """Post a TimerFired at ``at``, replacing any earlier request."""
+
+    def abandoned(self, attempt: Attempt) -> None:
+        """A running handler was given up on (its thread may need replacing)."""
+
+    def halt(self, reason: str) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class CommandRunner:
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        worker_id: str,
+        group: str,
+        queues: Sequence[str],
+        started_at: datetime,
+        executor: Executor,
+        host: Host,
+        clock: Callable[[], datetime],
+        raise_faults: bool = False,
+    ) -> None:
+        self.store = store
+        self.worker_id = worker_id
+        self.group = group
+        self.queues = tuple(queues)
+        self.started_at = started_at
+        self.executor = executor
+        self.host = host
+        self.clock = clock
+        self.raise_faults = raise_faults  # the test pump: a store fault fails the test with its traceback
+        self.applied = 0  # outcomes written that applied
+        self.health = Health.RUNNING  # as last recorded
+        self.health_detail = ""
+
+    def run(self, commands: Sequence[cmd.Command]) -> list[ev.Event]:
+        events: list[ev.Event] = []
+        for position, command in enumerate(commands):
+            try:
+                events += self._obey(command)
+            except Exception as exc:
+                if self.raise_faults:
+                    raise
+                transient = self.store.is_transient_fault(exc)
+                detail = describe(exc)
+                if transient:
+                    logger.warning(
+                        "%s: transient store fault, retrying with backoff: %s", self.worker_id, detail
+                    )
+                else:
+                    logger.critical(
+                        "%s: halted by %s. Its leases will lapse and other nodes will take the work.",
+                        self.worker_id, detail, exc_info=exc,
+                    )  # fmt: skip
+                events.append(ev.StoreFaulted(now=self.clock(), transient=transient, detail=detail))
+                events += self._answer_unissued(commands[position:])
+                return events
+        return events
+
+    def _obey(self, command: cmd.Command) -> list[ev.Event]:
+        store, now = self.store, self.clock()
+        match command:
+            case cmd.ClaimBatch(queues=queues, max_jobs=max_jobs, lease_duration=lease):
+                jobs = store.claim(
+                    worker_id=self.worker_id, queues=queues, max_jobs=max_jobs, lease_duration=lease, now=now
+                )
+                return [ev.ClaimCompleted(now=self.clock(), jobs=tuple(jobs))]
+            case cmd.ExecuteJob(job=job):
+                prepared = self.executor.prepare(job)
+                if isinstance(prepared, Attempt):
+                    self.host.launch(prepared)
+                    return []
+                return [prepared]
+            case cmd.ReportOutcomes(reports=reports, retry=retry):
+                details = self.executor.details_for(reports)
+                result = store.report(
+                    worker_id=self.worker_id, reports=reports, retry=retry, now=now, details=details
+                )
+                self.executor.forget_details(reports)  # kept until written: a failed write is retried
+                self.applied += len(result.applied)
+                if result.stale:
+                    logger.warning(
+                        "%s: outcomes for jobs %s were fenced off (lease lost)",
+                        self.worker_id,
+                        sorted(result.stale),
+                    )
+                return [ev.OutcomesReported(now=self.clock(), applied=result.applied, stale=result.stale)]
+            case cmd.Heartbeat(job_ids=job_ids, lease_duration=lease):
+                results = store.heartbeat(
+                    worker_id=self.worker_id, job_ids=job_ids, lease_duration=lease, now=now
+                )
+                return [ev.HeartbeatCompleted(now=self.clock(), results=tuple(results))]
+            case cmd.ExpireLeases(queues=queues, max_jobs=max_jobs, retry=retry):
+                count = store.expire_leases(queues=queues, max_jobs=max_jobs, retry=retry, now=now)
+                if count:
+                    logger.info("%s: ended %d Attempts whose leases lapsed", self.worker_id, count)
+                return [ev.LeasesExpired(now=self.clock(), count=count)]
+            case cmd.SignalCancellation(job_id=job_id):
+                self.executor.signal(job_id)
+            case cmd.AbandonExecution(job_id=job_id):
+                attempt = self.executor.abandon(job_id)
+                if attempt is not None:
+                    attempt.guard.revoke(store.cut_off_sessions)  # before its lease is written off
+                    self.host.abandoned(attempt)
+            case cmd.RequestPoll():
+                self.host.request_poll()
+            case cmd.WakeAt(at=at):
+                self.host.wake_at(at)
+            case cmd.RecordStatus(health=health, detail=detail):
+                self.record_status(health, detail)
+            case cmd.Halt(reason=reason):
+                self.host.halt(reason)
+            case cmd.Stop():
+                self.host.stop()
+        return []
+
+    def record_status(self, health: Health, detail: str) -> None:
+        """Health bookkeeping: never takes the Pump down."""
+        self.health, self.health_detail = health, detail
+        try:
+            self.store.record_pump(
+                worker_id=self.worker_id,
+                group=self.group,
+                queues=self.queues,
+                health=health,
+                detail=detail,
+                started_at=self.started_at,
+                now=self.clock(),
+            )
+        except Exception as exc:
+            logger.warning("%s: could not record pump status: %s", self.worker_id, describe(exc))
+
+    def _answer_unissued(self, commands: Sequence[cmd.Command]) -> list[ev.Event]:
+        """After a fault: every store command not carried out gets a failed reply, and the rest still run
+        (so jobs already claimed still start)."""
+        now, events = self.clock(), []
+        for command in commands:
+            match command:
+                case cmd.ClaimBatch():
+                    events.append(ev.ClaimCompleted(now=now, failed=True))
+                case cmd.ReportOutcomes():
+                    events.append(ev.OutcomesReported(now=now, failed=True))
+                case cmd.Heartbeat():
+                    events.append(ev.HeartbeatCompleted(now=now, failed=True))
+                case cmd.ExpireLeases():
+                    events.append(ev.LeasesExpired(now=now, count=0, failed=True))
+                case _:
+                    try:
+                        events += self._obey(command)
+                    except Exception:
+                        logger.exception("%s: could not obey %r after a fault", self.worker_id, command)
+        return events

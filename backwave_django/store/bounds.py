@@ -1,0 +1,42 @@
+"""The bounds every store checks before it writes anything: one set of rules, one set of messages."""
+
+from __future__ import annotations
+
+from ..core.names import queue_name_problem, wire_name_problem
+from ..core.retry import MAX_ATTEMPTS_LIMIT
+from .contract import MAX_CONCURRENCY_LIMIT, NewJob, PayloadTooLarge, StoreError, WireNameTooLong
+
+
+def check_new_job(new: NewJob, max_payload_bytes: int) -> None:
+    """Raise before anything is written when a new job breaks a bound."""
+    problem = wire_name_problem(new.wire_name)
+    if problem:
+        raise WireNameTooLong(problem)
+    problem = queue_name_problem(new.queue)
+    if problem:
+        raise StoreError(problem)
+    try:
+        size = len(new.payload.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise StoreError(f"the payload of {new.wire_name!r} is not valid UTF-8 text") from None
+    if "\x00" in new.payload:
+        raise StoreError(
+            f"the payload of {new.wire_name!r} holds a NUL character, which no text column stores"
+        )
+    if size > max_payload_bytes:
+        raise PayloadTooLarge(
+            f"the payload of {new.wire_name!r} is {size} bytes; the limit is {max_payload_bytes} "
+            "(BACKWAVE['MAX_PAYLOAD_BYTES']). Store large data elsewhere and pass a reference."
+        )
+    attempts = new.max_attempts
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= MAX_ATTEMPTS_LIMIT:
+        raise StoreError(f"max_attempts must be an int from 1 to {MAX_ATTEMPTS_LIMIT}, got {attempts!r}")
+
+
+def check_concurrency_limit(limit: object) -> None:
+    bad = isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_CONCURRENCY_LIMIT
+    if limit is not None and bad:
+        raise StoreError(
+            f"a concurrency limit is an int from 0 to {MAX_CONCURRENCY_LIMIT}, or None (no limit); "
+            f"got {limit!r}"
+        )

@@ -1,0 +1,128 @@
+"""What a store writes when a leased job's Attempt ends: the job's move and its Outcome row.
+
+A :class:`Change` pairs the decision of ``core.transitions`` with what is written beside it (who ended
+the Attempt, its traceback), already cleaned and bounded. Every store builds its changes here, so they all
+write the same thing for the same event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..core import transitions
+from ..core.records import ClaimedJob, OutcomeKind, OutcomeReport
+from ..core.retry import RetryPolicy
+from ..core.states import State
+from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES, clean
+
+#: The columns a claim returns, in the order of :class:`ClaimedJob`'s fields.
+CLAIMED_FIELDS = ("id", "wire_name", "queue", "payload", "attempt", "max_attempts", "due_at", "timeout")
+
+
+def claimed_job(row: Sequence[Any]) -> ClaimedJob:
+    """A claimed row (``CLAIMED_FIELDS`` in order) as the value a claim returns."""
+    return ClaimedJob(**dict(zip(CLAIMED_FIELDS, row, strict=True)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Change:
+    """One leased job's move, and the Outcome that records it."""
+
+    job_id: int
+    attempt: int
+    kind: OutcomeKind
+    worker: str
+    move: transitions.Move
+    detail: str = ""
+
+    @property
+    def state(self) -> State:
+        return self.move.state
+
+    @property
+    def message(self) -> str:
+        return clean(self.move.cause, MAX_MESSAGE_BYTES)
+
+    @property
+    def update_key(self) -> tuple[object, ...]:
+        """Changes with equal keys are written by one UPDATE."""
+        return (self.move.state, self.move.due_at, self.message, self.move.attempt_delta)
+
+
+def storable_detail(detail: str | None) -> str:
+    return clean(detail, MAX_DETAIL_BYTES, keep="end") if detail else ""
+
+
+def for_report(
+    report: OutcomeReport,
+    *,
+    worker: str,
+    cancel_requested: bool,
+    retry: RetryPolicy,
+    now: datetime,
+    detail: str | None = None,
+) -> Change:
+    move = transitions.after_attempt(
+        report.kind,
+        job_id=report.job_id,
+        attempt=report.attempt,
+        max_attempts=report.max_attempts,
+        cancel_requested=cancel_requested,
+        message=report.message,
+        retry=retry,
+        now=now,
+    )
+    return Change(
+        job_id=report.job_id,
+        attempt=report.attempt,
+        kind=report.kind,
+        worker=worker,
+        move=move,
+        detail=storable_detail(detail),
+    )
+
+
+def for_expiry(
+    *,
+    job_id: int,
+    attempt: int,
+    owner: str,
+    max_attempts: int,
+    cancel_requested: bool,
+    retry: RetryPolicy,
+    now: datetime,
+) -> Change:
+    move = transitions.after_attempt(
+        OutcomeKind.EXPIRED,
+        job_id=job_id,
+        attempt=attempt,
+        max_attempts=max_attempts,
+        cancel_requested=cancel_requested,
+        message="",
+        retry=retry,
+        now=now,
+    )
+    return Change(job_id=job_id, attempt=attempt, kind=OutcomeKind.EXPIRED, worker=owner, move=move)
+
+
+def first_per_job(reports: Sequence[OutcomeReport]) -> dict[int, OutcomeReport]:
+    """A job listed twice in one batch applies once, by its first row."""
+    first: dict[int, OutcomeReport] = {}
+    for report in reports:
+        first.setdefault(report.job_id, report)
+    return first
+
+
+def with_generic_text(report: OutcomeReport, error: BaseException) -> OutcomeReport:
+    """The same report with a message any database stores, for a row whose own text was refused."""
+    message = f"the outcome's text could not be stored ({type(error).__name__})"
+    return OutcomeReport(
+        job_id=report.job_id,
+        attempt=report.attempt,
+        kind=report.kind,
+        max_attempts=report.max_attempts,
+        message=message,
+    )

@@ -1,0 +1,425 @@
+"""The in-memory store: the Storage Contract in plain Python, for tests and the simulator.
+
+It passes the same conformance suite as the database stores (``tests/contract``) and makes the same moves,
+because it asks ``core.transitions`` (through ``store.changes``) exactly as they do. Every operation runs
+under one lock and checks everything before it changes anything, so it is atomic and thread-safe. It imports
+no Django, no database driver and no clock.
+
+It has no transactions to join: ``supports_transactional_enqueue`` is False. ``faults``, when given, is called
+as ``faults(operation, "before")`` before an operation changes anything and ``faults(operation, "after")``
+once it has: raising :class:`TransientFault` there models a database that failed before the commit, or
+committed and then lost the reply. ``hints``, when given, is called with the queues of jobs that an enqueue
+made due at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..core import transitions
+from ..core.health import Health
+from ..core.names import queue_name_problem
+from ..core.records import ClaimedJob, HeartbeatResult, OutcomeReport
+from ..core.retry import RetryPolicy
+from ..core.states import State
+from ..core.text import clean
+from . import changes
+from .bounds import check_concurrency_limit, check_new_job
+from .changes import Change
+from .contract import (
+    MAX_HEALTH_DETAIL_BYTES,
+    AuditView,
+    CancelResult,
+    EnqueuedJob,
+    JobView,
+    LeaseView,
+    NewJob,
+    OutcomeView,
+    PumpView,
+    QueueView,
+    ReportResult,
+    RequeueResult,
+    StoreError,
+)
+
+
+class TransientFault(ConnectionError):
+    """A fault injected into the memory store that a later retry cures (what a lost connection is)."""
+
+
+class MemoryStore:
+    """The Storage Contract in memory."""
+
+    supports_transactional_enqueue = False
+
+    def __init__(
+        self,
+        *,
+        name: str = "memory",
+        faults: Callable[[str, str], None] | None = None,
+        hints: Callable[[Sequence[str]], None] | None = None,
+    ) -> None:
+        self.using = name
+        self.faults = faults
+        self.hints = hints
+        self._lock = threading.RLock()
+        self._jobs: dict[int, JobView] = {}
+        self._leases: dict[int, LeaseView] = {}
+        self._outcomes: dict[int, list[OutcomeView]] = {}
+        self._audit: list[AuditView] = []
+        self._queues: dict[str, QueueView] = {}
+        self._pumps: dict[str, PumpView] = {}
+        self._next_id = 1
+
+    def _fault(self, operation: str, when: str) -> None:
+        if self.faults is not None:
+            self.faults(operation, when)
+
+    def is_transient_fault(self, exc: BaseException) -> bool:
+        return isinstance(exc, TransientFault)
+
+    def cut_off_sessions(self, sessions: Sequence[object]) -> None:
+        """Handlers share no sessions with this store."""
+
+    # -- jobs in ------------------------------------------------------------------------------------
+
+    def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
+        for new in jobs:
+            check_new_job(new, max_payload_bytes)
+        with self._lock:
+            self._fault("enqueue", "before")
+            ids = []
+            for new in jobs:
+                job_id, self._next_id = self._next_id, self._next_id + 1
+                self._jobs[job_id] = JobView(
+                    id=job_id, wire_name=new.wire_name, queue=new.queue, payload=new.payload,
+                    state=State.SCHEDULED, attempt=0, max_attempts=new.max_attempts, due_at=new.due_at,
+                    created_at=now, terminal_at=None, terminal_cause="", cancel_requested=False,
+                    timeout=new.timeout,
+                )  # fmt: skip
+                ids.append(EnqueuedJob(id=job_id))
+            due = sorted({new.queue for new in jobs if new.due_at <= now})
+            self._fault("enqueue", "after")
+        if due and self.hints is not None:
+            self.hints(due)
+        return ids
+
+    # -- the Pump's cycle ---------------------------------------------------------------------------
+
+    def claim(
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str],
+        max_jobs: int,
+        lease_duration: timedelta,
+        now: datetime,
+    ) -> list[ClaimedJob]:
+        if max_jobs <= 0 or not queues:
+            return []
+        with self._lock:
+            self._fault("claim", "before")
+            claimed: list[ClaimedJob] = []
+            for queue in queues:
+                take = min(max_jobs - len(claimed), self._free_slots(queue))
+                if take <= 0:
+                    continue
+                due = sorted(
+                    (j for j in self._jobs.values() if j.queue == queue and j.state is State.SCHEDULED),
+                    key=lambda j: (j.due_at, j.id),
+                )
+                for job in [j for j in due if j.due_at <= now][:take]:
+                    claimed.append(self._lease(job, worker_id, now, lease_duration))
+            self._fault("claim", "after")
+        return claimed
+
+    def _free_slots(self, queue: str) -> int:
+        settings = self._queues.get(queue)
+        if settings is not None and settings.paused:
+            return 0
+        if settings is None or settings.concurrency_limit is None:
+            return 1 << 62
+        leased = sum(1 for lease in self._leases.values() if lease.queue == queue)
+        return max(0, settings.concurrency_limit - leased)
+
+    def _lease(self, job: JobView, worker_id: str, now: datetime, duration: timedelta) -> ClaimedJob:
+        transitions.claim(job.state)
+        job = replace(job, state=State.LEASED, attempt=job.attempt + 1)
+        self._jobs[job.id] = job
+        self._leases[job.id] = LeaseView(
+            job_id=job.id, queue=job.queue, owner=worker_id, attempt=job.attempt, claimed_at=now,
+            expires_at=now + duration,
+        )  # fmt: skip
+        return ClaimedJob(
+            id=job.id, wire_name=job.wire_name, queue=job.queue, payload=job.payload, attempt=job.attempt,
+            max_attempts=job.max_attempts, due_at=job.due_at, timeout=job.timeout,
+        )  # fmt: skip
+
+    def report(
+        self,
+        *,
+        worker_id: str,
+        reports: Sequence[OutcomeReport],
+        retry: RetryPolicy,
+        now: datetime,
+        details: Mapping[int, str] | None = None,
+    ) -> ReportResult:
+        if not reports:
+            return ReportResult(applied=frozenset(), stale=frozenset())
+        details = details or {}
+        with self._lock:
+            self._fault("report", "before")
+            moves = []
+            for report in changes.first_per_job(reports).values():
+                lease = self._leases.get(report.job_id)
+                if lease is None or lease.owner != worker_id or lease.attempt != report.attempt:
+                    continue
+                if lease.expires_at <= now:
+                    continue
+                flagged = self._jobs[report.job_id].cancel_requested
+                change = changes.for_report(
+                    report,
+                    worker=worker_id,
+                    cancel_requested=flagged,
+                    retry=retry,
+                    now=now,
+                    detail=details.get(report.job_id),
+                )
+                moves.append(change)
+            self._apply(moves, now)
+            self._fault("report", "after")
+        applied = {c.job_id for c in moves}
+        return ReportResult(
+            applied=frozenset(applied), stale=frozenset({r.job_id for r in reports} - applied)
+        )
+
+    def _apply(self, moves: Sequence[Change], now: datetime) -> None:
+        for change in moves:
+            if self._jobs[change.job_id].state is not State.LEASED:
+                raise StoreError(f"leased job {change.job_id} lost its state under a held lease")
+        for change in moves:
+            job, move = self._jobs[change.job_id], change.move
+            self._leases.pop(change.job_id, None)
+            if move.is_terminal:
+                job = replace(job, terminal_at=now, terminal_cause=change.message, cancel_requested=False)
+            elif move.due_at is not None:
+                job = replace(job, due_at=move.due_at)
+            self._jobs[job.id] = replace(job, state=move.state, attempt=job.attempt + move.attempt_delta)
+            self._outcomes.setdefault(job.id, []).append(
+                OutcomeView(
+                    job_id=job.id,
+                    attempt=change.attempt,
+                    worker=change.worker,
+                    kind=change.kind,
+                    state_after=move.state,
+                    message=change.message,
+                    detail=change.detail,
+                    recorded_at=now,
+                )
+            )
+
+    def heartbeat(
+        self, *, worker_id: str, job_ids: Sequence[int], lease_duration: timedelta, now: datetime
+    ) -> list[HeartbeatResult]:
+        if not job_ids:
+            return []
+        with self._lock:
+            self._fault("heartbeat", "before")
+            results = []
+            for job_id in job_ids:
+                lease = self._leases.get(job_id)
+                renewed = lease is not None and lease.owner == worker_id and lease.expires_at > now
+                if renewed and lease is not None:
+                    self._leases[job_id] = replace(lease, expires_at=now + lease_duration)
+                flag = renewed and self._jobs[job_id].cancel_requested
+                results.append(HeartbeatResult(job_id=job_id, renewed=renewed, cancel_requested=flag))
+            self._fault("heartbeat", "after")
+        return results
+
+    def expire_leases(
+        self, *, queues: Sequence[str], max_jobs: int, retry: RetryPolicy, now: datetime
+    ) -> int:
+        if not queues or max_jobs <= 0:
+            return 0
+        with self._lock:
+            self._fault("expire", "before")
+            lapsed = sorted(
+                (
+                    lease
+                    for lease in self._leases.values()
+                    if lease.queue in queues and lease.expires_at <= now
+                ),
+                key=lambda lease: (lease.expires_at, lease.job_id),
+            )[:max_jobs]
+            moves = [
+                changes.for_expiry(
+                    job_id=lease.job_id,
+                    attempt=lease.attempt,
+                    owner=lease.owner,
+                    max_attempts=self._jobs[lease.job_id].max_attempts,
+                    cancel_requested=self._jobs[lease.job_id].cancel_requested,
+                    retry=retry,
+                    now=now,
+                )
+                for lease in lapsed
+            ]
+            self._apply(moves, now)
+            self._fault("expire", "after")
+        return len(moves)
+
+    # -- operator actions ---------------------------------------------------------------------------
+
+    def _record(self, actor: str, action: str, target: object, now: datetime, detail: str = "") -> None:
+        self._audit.append(
+            AuditView(
+                actor=clean(actor, 255), action=action, target=str(target), detail=detail, recorded_at=now
+            )
+        )
+
+    def cancel(self, job_id: int, *, actor: str, now: datetime) -> CancelResult:
+        with self._lock:
+            self._fault("cancel", "before")
+            job = self._jobs.get(job_id)
+            effect = transitions.cancel_effect(job.state) if job else transitions.CancelEffect.REFUSE
+            if job is None or effect is transitions.CancelEffect.REFUSE:
+                return CancelResult.NOT_CANCELLABLE
+            if effect is transitions.CancelEffect.REQUEST:
+                self._jobs[job_id] = replace(job, cancel_requested=True)
+                result = CancelResult.REQUESTED
+            else:
+                cause = clean(transitions.cancel_cause(actor))
+                self._jobs[job_id] = replace(
+                    job, state=State.CANCELLED, terminal_at=now, terminal_cause=cause
+                )
+                result = CancelResult.CANCELLED
+            self._record(actor, "cancel", job_id, now, detail=result.value)
+            self._fault("cancel", "after")
+        return result
+
+    def requeue(self, job_id: int, *, actor: str, now: datetime) -> RequeueResult:
+        with self._lock:
+            self._fault("requeue", "before")
+            job = self._jobs.get(job_id)
+            if job is None or not transitions.can_requeue(job.state):
+                return RequeueResult.NOT_REQUEUEABLE
+            self._jobs[job_id] = replace(
+                job, state=State.SCHEDULED, attempt=0, due_at=now, terminal_at=None, terminal_cause="",
+                cancel_requested=False,
+            )  # fmt: skip
+            self._record(actor, "requeue", job_id, now)
+            self._fault("requeue", "after")
+        return RequeueResult.REQUEUED
+
+    def _change_queue(self, queue: str, actor: str, now: datetime, action: str, **values: Any) -> None:
+        problem = queue_name_problem(queue)
+        if problem:
+            raise StoreError(problem)
+        with self._lock:
+            self._fault(action, "before")
+            current = self._queues.get(queue, QueueView(queue=queue, paused=False, concurrency_limit=None))
+            self._queues[queue] = replace(current, **values)
+            self._record(actor, action, queue, now, detail=", ".join(f"{k}={v}" for k, v in values.items()))
+            self._fault(action, "after")
+
+    def pause_queue(self, queue: str, *, actor: str, now: datetime) -> None:
+        self._change_queue(queue, actor, now, "pause_queue", paused=True)
+
+    def resume_queue(self, queue: str, *, actor: str, now: datetime) -> None:
+        self._change_queue(queue, actor, now, "resume_queue", paused=False)
+
+    def set_concurrency_limit(self, queue: str, limit: int | None, *, actor: str, now: datetime) -> None:
+        check_concurrency_limit(limit)
+        self._change_queue(queue, actor, now, "set_concurrency_limit", concurrency_limit=limit)
+
+    # -- pump health --------------------------------------------------------------------------------
+
+    def record_pump(
+        self,
+        *,
+        worker_id: str,
+        group: str,
+        queues: Sequence[str],
+        health: Health,
+        detail: str,
+        started_at: datetime,
+        now: datetime,
+    ) -> None:
+        host, pid = worker_id.split(":")[0], int(worker_id.split(":")[1])
+        with self._lock:
+            self._pumps[worker_id] = PumpView(
+                worker_id=worker_id, group=group, host=host, pid=pid, queues=tuple(queues), health=health,
+                detail=clean(detail, MAX_HEALTH_DETAIL_BYTES), started_at=started_at, last_beat_at=now,
+            )  # fmt: skip
+
+    def forget_pumps(self, *, silent_since: datetime) -> int:
+        with self._lock:
+            silent = [w for w, p in self._pumps.items() if p.last_beat_at < silent_since]
+            for worker_id in silent:
+                del self._pumps[worker_id]
+        return len(silent)
+
+    # -- reads --------------------------------------------------------------------------------------
+
+    def next_due(self, queues: Sequence[str], *, now: datetime) -> datetime | None:
+        with self._lock:
+            paused = {q for q, s in self._queues.items() if s.paused}
+            times = [
+                j.due_at
+                for j in self._jobs.values()
+                if j.state is State.SCHEDULED and j.queue in queues and j.queue not in paused
+            ]
+        return max(min(times), now) if times else None
+
+    def next_lease_expiry(self, queues: Sequence[str]) -> datetime | None:
+        with self._lock:
+            times = [lease.expires_at for lease in self._leases.values() if lease.queue in queues]
+        return min(times) if times else None
+
+    def upcoming(self, queues: Sequence[str], *, after: datetime) -> datetime | None:
+        with self._lock:
+            times = [
+                j.due_at
+                for j in self._jobs.values()
+                if j.state is State.SCHEDULED and j.queue in queues and j.due_at > after
+            ]
+            times += [lease.expires_at for lease in self._leases.values() if lease.queue in queues]
+        present = [t for t in times if t > after]
+        return min(present) if present else None
+
+    def get_job(self, job_id: int) -> JobView | None:
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def get_lease(self, job_id: int) -> LeaseView | None:
+        with self._lock:
+            return self._leases.get(job_id)
+
+    def list_outcomes(self, job_id: int) -> list[OutcomeView]:
+        with self._lock:
+            return list(self._outcomes.get(job_id, []))
+
+    def list_audit(self, target: str | None = None) -> list[AuditView]:
+        with self._lock:
+            return [a for a in self._audit if target is None or a.target == target]
+
+    def list_queues(self) -> list[QueueView]:
+        with self._lock:
+            return [self._queues[q] for q in sorted(self._queues)]
+
+    def list_pumps(self) -> list[PumpView]:
+        with self._lock:
+            return sorted(self._pumps.values(), key=lambda p: (p.group, p.worker_id))
+
+    # -- for tests and the simulator ----------------------------------------------------------------
+
+    def all_jobs(self) -> list[JobView]:
+        with self._lock:
+            return [self._jobs[i] for i in sorted(self._jobs)]
+
+    def all_leases(self) -> list[LeaseView]:
+        with self._lock:
+            return [self._leases[i] for i in sorted(self._leases)]
