@@ -109,3 +109,49 @@ class ScopedClass:
 
     def close(self) -> None:
         disposed.append(("instance", self.context.job_id))
+
+
+# -- hostile jobs: what a job carries must never stop a worker or cost another job its outcome -------------
+
+
+class UnprintableError(Exception):
+    """An exception whose ``__str__`` itself raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+@job("tests.hostile-text", max_attempts=1)
+def hostile_text(sku: str, context: JobContext) -> None:
+    """Fails with a message built from user input: NUL characters, a lone surrogate, a megabyte of text."""
+    record(context)
+    raise ValueError(f"unknown sku {sku} \udcff {'x' * 100_000}")
+
+
+@job("tests.unprintable", max_attempts=2)
+def unprintable(context: JobContext) -> None:
+    record(context)
+    raise UnprintableError()
+
+
+@job("tests.raises-base-exception", max_attempts=1)
+def raises_base_exception(kind: str, context: JobContext) -> None:
+    """Raises what ``except Exception`` does not catch."""
+    record(context)
+    if kind == "exit":
+        raise SystemExit(3)
+    if kind == "interrupt":
+        raise KeyboardInterrupt
+    raise GeneratorExit
+
+
+@job("tests.ignores-cancellation", queue="slow", max_attempts=1)
+def ignores_cancellation(seconds: float, marker: str, context: JobContext) -> None:
+    """Sleeps without looking at ``context.cancelled``, then writes a row: an uncooperative handler."""
+    import time
+
+    from django.contrib.auth.models import Group
+
+    record(context)
+    time.sleep(seconds)
+    Group.objects.create(name=f"{marker}-{context.job_id}-{context.attempt}")

@@ -27,9 +27,14 @@ WIRE_NAME_RULE = (
 
 
 def _shown(value: object) -> str:
-    """A short, printable rendering of a rejected value for an error message."""
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+    """A short, printable rendering of a rejected value for an error message (never raises)."""
+    if isinstance(value, str):
+        text = repr(value[:60]) + (f"... ({len(value)} characters)" if len(value) > 60 else "")
+        return text
+    if isinstance(value, int | float | bool) or value is None:
+        text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else "a huge int"
+        return text
+    return f"a {type(value).__name__}"
 
 
 def queue_name_problem(value: object) -> str | None:
