@@ -109,6 +109,12 @@ GROUP_KEYS: dict[str, Key] = {
         check="backwave.E025",
         why="0 releases running jobs at once on SIGTERM.",
     ),
+    "TIMEOUT": Key(
+        kind=Duration(low=0.001, high=7 * DAY, none_ok=True),
+        default=1800.0,
+        check="backwave.E026",
+        why="An Attempt that runs longer is asked to stop, then failed.",
+    ),
 }
 
 #: The keys of ``RETRY``; their defaults are :class:`RetryPolicy`'s, and their bounds the Core's.
@@ -130,6 +136,12 @@ RETRY_KEYS: dict[str, Key] = {
         default=_RETRY.backoff_cap,
         check="backwave.E029",
         why="Longer than 30 days is a schedule, not a retry.",
+    ),
+    "JITTER": Key(
+        kind=Flag(),
+        default=_RETRY.jitter,
+        check="backwave.E030",
+        why="True spreads retries of jobs that failed together over the whole wait.",
     ),
 }
 
@@ -179,6 +191,7 @@ class GroupSettings:
     max_outcome_batch: int
     maintenance_interval: timedelta
     shutdown_grace: timedelta
+    timeout: timedelta | None  # None: no time limit
 
     def new_policy(self) -> Policy:
         """A fresh policy (Weighted keeps per-Pump credit, so each Driver needs its own)."""
@@ -346,6 +359,7 @@ def _retry_policy(raw: dict[str, Any]) -> RetryPolicy:
         max_attempts=values["MAX_ATTEMPTS"],
         backoff_base=values["BACKOFF_BASE"],
         backoff_cap=values["BACKOFF_CAP"].total_seconds(),
+        jitter=values["JITTER"],
     )
 
 

@@ -59,9 +59,11 @@ def ids(settings, value):
         ({"GROUPS": {"g": {"HEARTBEAT_INTERVAL": -1}}}, ["backwave.E023"]),
         ({"GROUPS": {"g": {"MAINTENANCE_INTERVAL": None}}}, ["backwave.E024"]),
         ({"GROUPS": {"g": {"SHUTDOWN_GRACE": dt.timedelta(days=2)}}}, ["backwave.E025"]),
+        ({"GROUPS": {"g": {"TIMEOUT": 0}}}, ["backwave.E026"]),
         ({"RETRY": {"MAX_ATTEMPTS": 0}}, ["backwave.E027"]),
         ({"RETRY": {"BACKOFF_BASE": "2"}}, ["backwave.E028"]),
         ({"RETRY": {"BACKOFF_CAP": dt.timedelta(days=31)}}, ["backwave.E029"]),
+        ({"RETRY": {"JITTER": "no"}}, ["backwave.E030"]),
     ],
 )
 def test_a_wrong_setting_is_a_check_error_with_its_id(settings, value, expected):

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from backwave_django import conf
 from backwave_django.checks import check_settings
-from backwave_django.conf_kinds import Count, Duration, Number
+from backwave_django.conf_kinds import Count, Duration, Flag, Number
 from backwave_django.core.records import OutcomeKind, OutcomeReport
 from backwave_django.core.retry import MAX_ATTEMPTS_LIMIT, MAX_BACKOFF_BASE, MAX_BACKOFF_SECONDS, RetryPolicy
 from backwave_django.models import Job
@@ -68,7 +68,7 @@ def test_any_value_of_a_key_is_reported_under_its_own_id_and_never_raises(settin
         settings.BACKWAVE = placed(where, name, value)
         found = set(errors())
         assert found <= {key.check, *EXTRA_IDS.get(name, ())}, (name, value, found)
-        if isinstance(key.kind, Count | Duration | Number) or name == "HINTS":
+        if isinstance(key.kind, Count | Duration | Number | Flag):
             assert bool(found) is not key.kind.accepts(value), (name, value, found)
         if not found:
             conf.get()  # what passes the checks always parses
@@ -127,8 +127,8 @@ def test_the_largest_values_that_pass_are_safe_to_use(settings):
     parsed = conf.get()
     group = parsed.groups["g"]
     now = timezone.now()
-    for duration in (group.lease_duration, group.heartbeat_interval, group.shutdown_grace):
-        assert now + duration > now
+    for duration in (group.lease_duration, group.heartbeat_interval, group.timeout, group.shutdown_grace):
+        assert duration is not None and now + duration > now
     for wait in (group.poll_interval, group.maintenance_interval, group.shutdown_grace):
         assert wait.total_seconds() <= threading.TIMEOUT_MAX
     retry = parsed.retry
@@ -151,13 +151,29 @@ def test_the_smallest_durations_that_pass_never_round_to_zero(settings):
     assert all(group[name.lower()] > dt.timedelta(0) for name in smallest)
 
 
+def test_a_group_times_out_its_attempts_after_30_minutes_unless_told_otherwise(settings):
+    settings.BACKWAVE = {"GROUPS": {"a": {}, "b": {"TIMEOUT": 90}, "c": {"TIMEOUT": None}}}
+    groups = conf.get().groups
+    assert groups["a"].timeout == dt.timedelta(minutes=30)
+    assert groups["b"].timeout == dt.timedelta(seconds=90)
+    assert groups["c"].timeout is None
+
+
+def test_jitter_is_on_unless_retry_turns_it_off(settings):
+    del settings.BACKWAVE
+    assert conf.get().retry.jitter is True
+    settings.BACKWAVE = {"RETRY": {"JITTER": False}}
+    assert conf.get().retry.jitter is False
+    assert conf.get().retry.delay(3, key=7) == dt.timedelta(seconds=8)  # the whole backoff, 2 ** 3
+
+
 def test_the_default_group_has_every_default():
     seconds = dt.timedelta(seconds=1)
     assert dataclasses.asdict(conf.default_group_settings("batch")) == {
         "name": "batch", "queues": ("default",), "weights": None,
         "pool_size": 20, "pumps": 1, "max_claim_batch": 32, "max_outcome_batch": 32,
         "poll_interval": seconds, "lease_duration": 60 * seconds, "heartbeat_interval": 20 * seconds,
-        "maintenance_interval": 5 * seconds, "shutdown_grace": 30 * seconds,
+        "maintenance_interval": 5 * seconds, "shutdown_grace": 30 * seconds, "timeout": 1800 * seconds,
     }  # fmt: skip
     assert conf.default_group_settings().name == "default"
 
