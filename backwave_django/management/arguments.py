@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
+from typing import Any
+
+from django.core.management.base import CommandError
 
 from ..conf_kinds import number, shown
 
@@ -32,3 +36,24 @@ def count_or_zero(text: str) -> int:
 
 def seconds(text: str) -> float:
     return _number(text, float, 0.001)
+
+
+def seconds_between(least: float, most: float) -> Callable[[str], float]:
+    """A type for a number of seconds from ``least`` to ``most``."""
+
+    def parse(text: str) -> float:
+        return _number(text, float, least, most)
+
+    return parse
+
+
+def given(options: dict[str, Any], dest: str, parse: Callable[[str], float]) -> float | None:
+    """``options[dest]`` checked by ``parse``: a value passed to ``call_command()`` as a keyword skips
+    argparse, so the command checks it again, and says so as argparse would."""
+    value = options[dest]
+    if value is None:
+        return None
+    try:
+        return parse(str(value))
+    except argparse.ArgumentTypeError as exc:
+        raise CommandError(f"argument --{dest.replace('_', '-')}: {exc}") from None
