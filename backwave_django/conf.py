@@ -3,11 +3,17 @@
 Nothing reads the setting at import time. :func:`get` parses it on first use and caches the result until
 Django's ``setting_changed`` signal says otherwise. :func:`problems` lists every mistake in it for the system
 checks (``backwave.E0xx``), each with a hint that says what to write instead.
+
+Every key is described once, in :data:`TOP_LEVEL_KEYS`, :data:`GROUP_KEYS` and :data:`RETRY_KEYS`: its kind
+(which also bounds it), its default, the check that reports it and why its range is what it is. The checks,
+the parsing and ``docs/reference/settings.md`` all follow those tables. Every range is finite and chosen so
+that every later use is safe: ``now + LEASE_DURATION`` and ``now + BACKOFF_CAP`` never overflow a datetime,
+a pool is a reasonable number of threads, a batch a reasonable number of SQL parameters.
 """
 
 from __future__ import annotations
 
-import math
+import difflib
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -17,42 +23,150 @@ from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
+from .conf_kinds import (
+    Count,
+    Derived,
+    Duration,
+    Flag,
+    Key,
+    Number,
+    OneOf,
+    OptionalPath,
+    Queues,
+    Shape,
+    is_name,
+    shown,
+)
 from .core.dispatch import Policy, Strict, Weighted
-from .core.retry import RetryPolicy
-from .store.contract import MAX_QUEUE_NAME_LENGTH
+from .core.names import QUEUE_NAME_RULE
+from .core.retry import MAX_ATTEMPTS_LIMIT, MAX_BACKOFF_BASE, MAX_BACKOFF_SECONDS, RetryPolicy
 
-TOP_LEVEL_KEYS = {
-    "GROUPS",
-    "RETRY",
-    "MAX_PAYLOAD_BYTES",
-    "DATABASE",
-    "HINTS",
-    "MANIFEST_PATH",
-    "PREPARED_STATEMENTS",
+HOUR = 3600.0
+DAY = 24 * HOUR
+MiB = 1024 * 1024
+#: ``backwave_pump --grace`` overrides SHUTDOWN_GRACE, so it shares its range.
+SHUTDOWN_GRACE = Duration(low=0, high=DAY)
+#: A group's queues; under POLICY 'weighted' each has a weight, a ratio: finer than 1:10000 is never seen.
+QUEUES = Queues(weight=Count(low=1, high=10_000))
+_RETRY = RetryPolicy()  # the Core's defaults are RETRY's defaults
+
+
+#: The keys of one worker group, named like ``GroupSettings``' fields (POOL_SIZE is pool_size).
+GROUP_KEYS: dict[str, Key] = {
+    "QUEUES": Key(kind=QUEUES, default=["default"], check="backwave.E005"),
+    "POLICY": Key(kind=OneOf(("strict", "weighted")), default="strict", check="backwave.E006"),
+    "POOL_SIZE": Key(
+        kind=Count(low=1, high=1000),
+        default=20,
+        check="backwave.E007",
+        why="Each one is a worker thread of every Pump of the group.",
+    ),
+    "PUMPS": Key(
+        kind=Count(low=1, high=64),
+        default=1,
+        check="backwave.E019",
+        why="Each Pump has its own pool of threads and its own database connection.",
+    ),
+    "POLL_INTERVAL": Key(
+        kind=Duration(low=0.001, high=HOUR),
+        default=1.0,
+        check="backwave.E008",
+        why="Shorter polls in a busy loop; wake-up hints usually find work sooner anyway.",
+    ),
+    "LEASE_DURATION": Key(
+        kind=Duration(low=1, high=7 * DAY),
+        default=60.0,
+        check="backwave.E022",
+        why="A crashed worker's jobs wait this long before they run again.",
+    ),
+    "HEARTBEAT_INTERVAL": Key(
+        kind=Duration(low=0.001, high=7 * DAY),
+        check="backwave.E023",
+        default=Derived("LEASE_DURATION / 3", lambda v: v["LEASE_DURATION"] / 3),
+        why="It must also be shorter than LEASE_DURATION (backwave.E009).",
+    ),
+    "MAX_CLAIM_BATCH": Key(
+        kind=Count(low=1, high=1000),
+        default=32,
+        check="backwave.E020",
+        why="A claim passes its job ids to the database as parameters.",
+    ),
+    "MAX_OUTCOME_BATCH": Key(
+        kind=Count(low=1, high=1000),
+        check="backwave.E021",
+        default=Derived("MAX_CLAIM_BATCH", lambda v: v["MAX_CLAIM_BATCH"]),
+        why="A batch of outcomes is written with a few parameters per job.",
+    ),
+    "MAINTENANCE_INTERVAL": Key(
+        kind=Duration(low=0.01, high=HOUR),
+        default=5.0,
+        check="backwave.E024",
+        why="Expired leases wait up to this long for the sweep that ends them.",
+    ),
+    "SHUTDOWN_GRACE": Key(
+        kind=SHUTDOWN_GRACE,
+        default=30.0,
+        check="backwave.E025",
+        why="0 releases running jobs at once on SIGTERM.",
+    ),
+    "TIMEOUT": Key(
+        kind=Duration(low=0.001, high=7 * DAY, none_ok=True),
+        default=1800.0,
+        check="backwave.E026",
+        why="An Attempt that runs longer is asked to stop, then failed.",
+    ),
 }
-GROUP_KEYS = {
-    "QUEUES",
-    "POLICY",
-    "POOL_SIZE",
-    "PUMPS",
-    "POLL_INTERVAL",
-    "LEASE_DURATION",
-    "HEARTBEAT_INTERVAL",
-    "MAX_CLAIM_BATCH",
-    "MAX_OUTCOME_BATCH",
-    "MAINTENANCE_INTERVAL",
-    "SHUTDOWN_GRACE",
+
+#: The keys of ``RETRY``; their defaults are :class:`RetryPolicy`'s, and their bounds the Core's.
+RETRY_KEYS: dict[str, Key] = {
+    "MAX_ATTEMPTS": Key(
+        kind=Count(low=1, high=MAX_ATTEMPTS_LIMIT),
+        default=_RETRY.max_attempts,
+        check="backwave.E027",
+        why="It is copied into each job, stored as a 32-bit integer.",
+    ),
+    "BACKOFF_BASE": Key(
+        kind=Number(low=1, high=MAX_BACKOFF_BASE),
+        default=_RETRY.backoff_base,
+        check="backwave.E028",
+        why="A plain number, not a duration: the waits grow as BASE ** n.",
+    ),
+    "BACKOFF_CAP": Key(
+        kind=Duration(low=0, high=MAX_BACKOFF_SECONDS),
+        default=_RETRY.backoff_cap,
+        check="backwave.E029",
+        why="Longer than 30 days is a schedule, not a retry.",
+    ),
+    "JITTER": Key(
+        kind=Flag(),
+        default=_RETRY.jitter,
+        check="backwave.E030",
+        why="True spreads retries of jobs that failed together over the whole wait.",
+    ),
 }
-RETRY_KEYS = {"MAX_ATTEMPTS", "BACKOFF_BASE", "BACKOFF_CAP"}
-DEFAULT_GROUP = {"QUEUES": ["default"]}
-#: Counts: the key, the smallest allowed value, the default.
-GROUP_INTEGERS = {"POOL_SIZE": (1, 20), "PUMPS": (1, 1), "MAX_CLAIM_BATCH": (1, 32)}
-#: Durations in seconds (a number or a timedelta): the key, whether zero is allowed, the default.
-GROUP_DURATIONS = {
-    "POLL_INTERVAL": (False, 1.0),
-    "LEASE_DURATION": (False, 60.0),
-    "MAINTENANCE_INTERVAL": (False, 5.0),
-    "SHUTDOWN_GRACE": (True, 30.0),
+
+TOP_LEVEL_KEYS: dict[str, Key] = {
+    "GROUPS": Key(
+        kind=Shape("a dict of group name: group dict"),
+        default={"default": {"QUEUES": ["default"]}},
+        check="backwave.E003",
+    ),
+    "RETRY": Key(kind=Shape("a dict"), default={}, check="backwave.E010"),
+    "MAX_PAYLOAD_BYTES": Key(
+        kind=Count(low=1, high=16 * MiB),
+        default=65536,
+        check="backwave.E011",
+        why="A payload is JSON stored in one row and read into memory whole.",
+    ),
+    "DATABASE": Key(kind=Shape("a database alias in DATABASES"), default="default", check="backwave.E012"),
+    "HINTS": Key(kind=Flag(), default=True, check="backwave.E013"),
+    "MANIFEST_PATH": Key(kind=OptionalPath(), default=None, check="backwave.E015"),
+    "PREPARED_STATEMENTS": Key(
+        kind=Flag(),
+        default=True,
+        check="backwave.E016",
+        why="Write False behind a pooler that cannot keep prepared statements.",
+    ),
 }
 
 
@@ -77,7 +191,7 @@ class GroupSettings:
     max_outcome_batch: int
     maintenance_interval: timedelta
     shutdown_grace: timedelta
-    timeout: timedelta | None = timedelta(minutes=30)
+    timeout: timedelta | None  # None: no time limit
 
     def new_policy(self) -> Policy:
         """A fresh policy (Weighted keeps per-Pump credit, so each Driver needs its own)."""
@@ -104,170 +218,161 @@ def _raw() -> Any:
     return getattr(django_settings, "BACKWAVE", {})
 
 
-def _seconds(value: Any) -> float | None:
-    """A duration setting as seconds, or None when it is not a duration."""
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
+# --- checking -------------------------------------------------------------------------------------
 
 
-def _is_queue_name(value: Any) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= MAX_QUEUE_NAME_LENGTH
+def _unknown_key(key: Any, table: dict[str, Key], where: str, check: str) -> Problem:
+    """The hint names the known key that ``key`` resembles, if one does."""
+    close = difflib.get_close_matches(key, table, n=1) if isinstance(key, str) and len(key) <= 80 else []
+    hint = (f"Did you mean {close[0]!r}? " if close else "") + f"Known keys: {', '.join(table)}."
+    return Problem(check, f"{where} has an unknown key {shown(key)}.", hint)
 
 
-def _is_count(value: Any, minimum: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+def _unknown_keys(raw: dict[Any, Any], table: dict[str, Key], where: str, check: str) -> list[Problem]:
+    return [_unknown_key(key, table, where, check) for key in raw if key not in table]
 
 
-def _queue_problems(where: str, group: dict[str, Any]) -> list[Problem]:
-    queues, policy = group.get("QUEUES", ["default"]), group.get("POLICY", "strict")
-    if policy not in ("strict", "weighted"):
-        return [Problem("backwave.E006", f"{where}['POLICY'] is {policy!r}.", "Use 'strict' or 'weighted'.")]
-    if policy == "weighted":
-        items = list(queues.items()) if isinstance(queues, dict) else None
-        ok = bool(items) and all(_is_queue_name(q) and _is_count(w, 1) for q, w in items or [])
-        hint = (
-            "With POLICY 'weighted', write QUEUES as {'queue-name': weight, ...}: names of 1 to "
-            f"{MAX_QUEUE_NAME_LENGTH} characters, each weight an int >= 1."
-        )
-    else:
-        ok = (
-            isinstance(queues, list | tuple)
-            and bool(queues)
-            and all(_is_queue_name(q) for q in queues)
-            and len(set(queues)) == len(queues)
-        )
-        hint = (
-            f"Write QUEUES as a list of distinct queue names (1 to {MAX_QUEUE_NAME_LENGTH} characters) in "
-            "priority order, e.g. ['critical', 'default']."
-        )
-    return [] if ok else [Problem("backwave.E005", f"{where}['QUEUES'] is {queues!r}.", hint)]
+def _value_problems(raw: dict[Any, Any], table: dict[str, Key], where: str) -> list[Problem]:
+    """A problem for each value in ``raw`` that its key's kind refuses (a Shape is checked apart)."""
+    found = []
+    for name, key in table.items():
+        if name in raw and not key.kind.accepts(raw[name]):
+            msg = f"{where}[{name!r}] is {shown(raw[name])}, not {key.kind.rule}."
+            found.append(Problem(key.check, msg, key.hint(name)))
+    return found
+
+
+def _queue_problems(where: str, group: dict[Any, Any]) -> list[Problem]:
+    policy, queues = group.get("POLICY", "strict"), group.get("QUEUES", GROUP_KEYS["QUEUES"].default)
+    if not GROUP_KEYS["POLICY"].kind.accepts(policy):
+        return []  # backwave.E006 says so; which shape QUEUES needs is unknown
+    found = QUEUES.problem(queues, weighted=policy == "weighted")
+    check = GROUP_KEYS["QUEUES"].check
+    return [] if found is None else [Problem(check, f"{where}['QUEUES'] {found[0]}", found[1])]
+
+
+def _heartbeat_problems(where: str, group: dict[Any, Any]) -> list[Problem]:
+    lease_key, beat_key = GROUP_KEYS["LEASE_DURATION"], GROUP_KEYS["HEARTBEAT_INTERVAL"]
+    lease, beat = group.get("LEASE_DURATION", lease_key.default), group.get("HEARTBEAT_INTERVAL")
+    if beat is None or not (lease_key.kind.accepts(lease) and beat_key.kind.accepts(beat)):
+        return []
+    lease_s, beat_s = lease_key.kind.parse(lease).total_seconds(), beat_key.kind.parse(beat).total_seconds()
+    if beat_s < lease_s:
+        return []
+    msg = f"{where}: HEARTBEAT_INTERVAL ({beat_s:g} s) is not shorter than LEASE_DURATION ({lease_s:g} s)."
+    hint = "Heartbeats must renew a lease before it lapses: leave HEARTBEAT_INTERVAL out (LEASE_DURATION/3)."
+    return [Problem("backwave.E009", msg, hint)]
 
 
 def _group_problems(name: Any, group: Any) -> list[Problem]:
-    where = f"BACKWAVE['GROUPS'][{name!r}]"
-    if not isinstance(name, str) or not name:
-        return [Problem("backwave.E003", f"Group name {name!r} is not a non-empty string.", "Name groups.")]
+    where = f"BACKWAVE['GROUPS'][{shown(name)}]"
+    found = []
+    if not is_name(name):
+        msg = f"BACKWAVE['GROUPS'] has a group named {shown(name)}, which is not a valid group name."
+        hint = f"Name each group like a queue, with {QUEUE_NAME_RULE}, e.g. 'default' or 'batch'."
+        found.append(Problem("backwave.E017", msg, hint))
     if not isinstance(group, dict):
-        return [Problem("backwave.E003", f"{where} is {group!r}.", "Each group is a dict of settings.")]
-    found = [
-        Problem("backwave.E004", f"{where} has an unknown key {key!r}.", f"Known keys: {sorted(GROUP_KEYS)}.")
-        for key in group
-        if key not in GROUP_KEYS
-    ]
+        hint = "Write each group as a dict of settings, e.g. {'QUEUES': ['default']}."
+        return [*found, Problem("backwave.E018", f"{where} is {shown(group)}, not a dict.", hint)]
+    found += _unknown_keys(group, GROUP_KEYS, where, "backwave.E004")
     found += _queue_problems(where, group)
-    for key, (minimum, _) in GROUP_INTEGERS.items():
-        if key in group and not _is_count(group[key], minimum):
-            msg = f"{where}[{key!r}] is {group[key]!r}."
-            found.append(Problem("backwave.E007", msg, f"Write an int >= {minimum}."))
-    if "MAX_OUTCOME_BATCH" in group and not _is_count(group["MAX_OUTCOME_BATCH"], 1):
-        msg = f"{where}['MAX_OUTCOME_BATCH'] is {group['MAX_OUTCOME_BATCH']!r}."
-        found.append(
-            Problem("backwave.E007", msg, "Write an int >= 1, or leave it out to use MAX_CLAIM_BATCH.")
-        )
-    for key, (zero_ok, _) in [*GROUP_DURATIONS.items(), ("HEARTBEAT_INTERVAL", (False, 0.0))]:
-        if key in group:
-            seconds = _seconds(group[key])
-            if seconds is None or seconds < 0 or (seconds == 0 and not zero_ok):
-                msg = f"{where}[{key!r}] is {group[key]!r}."
-                least = "zero or more" if zero_ok else "greater than zero"
-                hint = f"Write a number of seconds (e.g. 0.5) or a datetime.timedelta, {least}."
-                found.append(Problem("backwave.E008", msg, hint))
-    lease = _seconds(group.get("LEASE_DURATION", 60.0))
-    beat = _seconds(group.get("HEARTBEAT_INTERVAL", (lease or 60.0) / 3))
-    if lease and beat and lease > 0 and beat >= lease:
-        msg = f"{where}: HEARTBEAT_INTERVAL ({beat:g} s) is not shorter than LEASE_DURATION ({lease:g} s)."
-        hint = "Heartbeats must renew a lease before it lapses; leave HEARTBEAT_INTERVAL out (LEASE/3)."
-        found.append(Problem("backwave.E009", msg, hint))
-    return found
+    found += _value_problems(group, GROUP_KEYS, where)
+    return found + _heartbeat_problems(where, group)
+
+
+def _groups_problems(groups: Any) -> list[Problem]:
+    if not isinstance(groups, dict) or not groups:
+        msg = f"BACKWAVE['GROUPS'] is {shown(groups)}, not a non-empty dict."
+        hint = "Write GROUPS as a dict of group name: group, e.g. {'default': {'QUEUES': ['default']}}."
+        return [Problem(TOP_LEVEL_KEYS["GROUPS"].check, msg, hint)]
+    return [problem for name, group in groups.items() for problem in _group_problems(name, group)]
+
+
+def _retry_problems(retry: Any) -> list[Problem]:
+    where, check = "BACKWAVE['RETRY']", TOP_LEVEL_KEYS["RETRY"].check
+    if not isinstance(retry, dict):
+        example = {name: key.default for name, key in RETRY_KEYS.items()}
+        return [Problem(check, f"{where} is {shown(retry)}, not a dict.", f"Write RETRY as {example}.")]
+    found = _unknown_keys(retry, RETRY_KEYS, where, check)
+    return found + _value_problems(retry, RETRY_KEYS, where)
+
+
+def _database_problems(raw: dict[Any, Any]) -> list[Problem]:
+    alias, aliases = raw.get("DATABASE", "default"), sorted(django_settings.DATABASES)
+    if isinstance(alias, str) and alias in aliases:
+        return []
+    msg = f"BACKWAVE['DATABASE'] is {shown(alias)}, not an alias in DATABASES."
+    hint = f"Write one of the aliases in DATABASES: {', '.join(map(repr, aliases))}."
+    return [Problem(TOP_LEVEL_KEYS["DATABASE"].check, msg, hint)]
 
 
 def problems(raw: Any = None) -> list[Problem]:
-    """Every mistake in ``settings.BACKWAVE`` (or ``raw``), as system-check material."""
+    """Every mistake in ``settings.BACKWAVE`` (or ``raw``), as system-check material. Never raises."""
     raw = _raw() if raw is None else raw
     if not isinstance(raw, dict):
-        return [Problem("backwave.E001", f"BACKWAVE is {type(raw).__name__}.", "Set BACKWAVE to a dict.")]
-    found = [
-        Problem(
-            "backwave.E002", f"BACKWAVE has an unknown key {key!r}.", f"Known keys: {sorted(TOP_LEVEL_KEYS)}."
-        )
-        for key in raw
-        if key not in TOP_LEVEL_KEYS
-    ]
-    groups = raw.get("GROUPS", {"default": DEFAULT_GROUP})
-    if not isinstance(groups, dict) or not groups:
-        hint = "Write GROUPS as {'default': {'QUEUES': ['default']}}."
-        found.append(Problem("backwave.E003", f"BACKWAVE['GROUPS'] is {groups!r}.", hint))
-    else:
-        for name, group in groups.items():
-            found += _group_problems(name, group)
-    retry = raw.get("RETRY", {})
-    if not isinstance(retry, dict) or set(retry) - RETRY_KEYS:
-        hint = f"Write RETRY as a dict with keys among {sorted(RETRY_KEYS)}."
-        found.append(Problem("backwave.E010", f"BACKWAVE['RETRY'] is {retry!r}.", hint))
-    else:
-        try:
-            _retry_policy(retry)
-        except (TypeError, ValueError) as exc:
-            hint = "MAX_ATTEMPTS: an int >= 1. BACKOFF_BASE: a number >= 1. BACKOFF_CAP: 0 to 2592000 s."
-            found.append(Problem("backwave.E010", f"BACKWAVE['RETRY'] is invalid: {exc}.", hint))
-    size = raw.get("MAX_PAYLOAD_BYTES", 65536)
-    if not _is_count(size, 1):
-        msg = f"BACKWAVE['MAX_PAYLOAD_BYTES'] is {size!r}."
-        found.append(Problem("backwave.E011", msg, "Write a positive int (bytes); the default is 65536."))
-    alias = raw.get("DATABASE", "default")
-    if alias not in django_settings.DATABASES:
-        msg = f"BACKWAVE['DATABASE'] is {alias!r}, which is not in DATABASES."
-        found.append(Problem("backwave.E012", msg, f"Use one of {sorted(django_settings.DATABASES)}."))
-    if not isinstance(raw.get("HINTS", True), bool):
-        found.append(Problem("backwave.E013", "BACKWAVE['HINTS'] is not a bool.", "Write True or False."))
-    if not isinstance(raw.get("PREPARED_STATEMENTS", True), bool):
-        msg = "BACKWAVE['PREPARED_STATEMENTS'] is not a bool."
-        hint = "Write True, or False behind a connection pooler that cannot keep prepared statements."
-        found.append(Problem("backwave.E016", msg, hint))
-    manifest = raw.get("MANIFEST_PATH")
-    if manifest is not None and not isinstance(manifest, str | Path):
-        found.append(
-            Problem("backwave.E015", "BACKWAVE['MANIFEST_PATH'] is not a path.", "Write a str or Path.")
-        )
-    return found
+        return [Problem("backwave.E001", f"BACKWAVE is {shown(raw)}, not a dict.", "Set BACKWAVE to a dict.")]
+    found = _unknown_keys(raw, TOP_LEVEL_KEYS, "BACKWAVE", "backwave.E002")
+    found += _groups_problems(raw.get("GROUPS", TOP_LEVEL_KEYS["GROUPS"].default))
+    found += _retry_problems(raw.get("RETRY", {}))
+    found += _database_problems(raw)
+    return found + _value_problems(raw, TOP_LEVEL_KEYS, "BACKWAVE")
 
 
-def _retry_policy(raw: dict[str, Any]) -> RetryPolicy:
-    attempts = raw.get("MAX_ATTEMPTS", 10)
-    if not _is_count(attempts, 1):
-        raise ValueError(f"MAX_ATTEMPTS is {attempts!r}")
-    base, cap = raw.get("BACKOFF_BASE", 2.0), _seconds(raw.get("BACKOFF_CAP", 300.0))
-    if isinstance(base, bool) or not isinstance(base, int | float) or cap is None:
-        raise TypeError("BACKOFF_BASE must be a number and BACKOFF_CAP a number of seconds or a timedelta")
-    return RetryPolicy(max_attempts=attempts, backoff_base=base, backoff_cap=cap)
+# --- parsing (only ever of settings that have no problems) ----------------------------------------
 
 
-def _duration(group: dict[str, Any], key: str, default: float) -> timedelta:
-    seconds = _seconds(group.get(key, default))
-    return timedelta(seconds=default if seconds is None else seconds)
+def _values(raw: dict[str, Any], table: dict[str, Key]) -> dict[str, Any]:
+    """Each key's parsed value, or its default; defaults derived from other keys come last."""
+    values: dict[str, Any] = {}
+    derived: dict[str, Derived] = {}
+    for name, key in table.items():
+        value = raw.get(name, key.default)
+        if isinstance(value, Derived):
+            derived[name] = value
+        else:
+            values[name] = key.kind.parse(value)
+    for name, rule in derived.items():
+        values[name] = rule.compute(values)
+    return values
 
 
-def _group(name: str, group: dict[str, Any]) -> GroupSettings:
-    queues: Any = group.get("QUEUES", ["default"])
-    weighted = group.get("POLICY", "strict") == "weighted"
-    lease = _duration(group, "LEASE_DURATION", 60.0)
-    batch = group.get("MAX_CLAIM_BATCH", 32)
+def _group(name: str, raw: dict[str, Any]) -> GroupSettings:
+    values = _values(raw, GROUP_KEYS)
+    queues, weighted = values.pop("QUEUES"), values.pop("POLICY") == "weighted"
     return GroupSettings(
         name=name,
         queues=tuple(queues),
         weights=tuple(queues.values()) if weighted else None,
-        pool_size=group.get("POOL_SIZE", 20),
-        pumps=group.get("PUMPS", 1),
-        poll_interval=_duration(group, "POLL_INTERVAL", 1.0),
-        lease_duration=lease,
-        heartbeat_interval=_duration(group, "HEARTBEAT_INTERVAL", lease.total_seconds() / 3),
-        max_claim_batch=batch,
-        max_outcome_batch=group.get("MAX_OUTCOME_BATCH", batch),
-        maintenance_interval=_duration(group, "MAINTENANCE_INTERVAL", 5.0),
-        shutdown_grace=_duration(group, "SHUTDOWN_GRACE", 30.0),
+        **{key.lower(): value for key, value in values.items()},
+    )
+
+
+def default_group_settings(name: str = "default") -> GroupSettings:
+    """A group with every default (it serves the queue ``default``), to build others from with
+    ``dataclasses.replace``."""
+    return _group(name, {})
+
+
+def _retry_policy(raw: dict[str, Any]) -> RetryPolicy:
+    values = _values(raw, RETRY_KEYS)
+    return RetryPolicy(
+        max_attempts=values["MAX_ATTEMPTS"],
+        backoff_base=values["BACKOFF_BASE"],
+        backoff_cap=values["BACKOFF_CAP"].total_seconds(),
+        jitter=values["JITTER"],
+    )
+
+
+def _settings(raw: dict[str, Any]) -> Settings:
+    values = _values(raw, TOP_LEVEL_KEYS)
+    return Settings(
+        groups={name: _group(name, group) for name, group in values["GROUPS"].items()},
+        retry=_retry_policy(values["RETRY"]),
+        max_payload_bytes=values["MAX_PAYLOAD_BYTES"],
+        database=values["DATABASE"],
+        hints=values["HINTS"],
+        manifest_path=values["MANIFEST_PATH"],
+        prepared_statements=values["PREPARED_STATEMENTS"],
     )
 
 
@@ -282,18 +387,7 @@ def get() -> Settings:
         if found:
             listing = "\n".join(f"{p.id}: {p.msg} {p.hint}" for p in found)
             raise ImproperlyConfigured(f"BACKWAVE settings are invalid:\n{listing}")
-        raw = _raw()
-        groups = raw.get("GROUPS", {"default": DEFAULT_GROUP})
-        manifest = raw.get("MANIFEST_PATH")
-        _cache = Settings(
-            groups={name: _group(name, group) for name, group in groups.items()},
-            retry=_retry_policy(raw.get("RETRY", {})),
-            max_payload_bytes=raw.get("MAX_PAYLOAD_BYTES", 65536),
-            database=raw.get("DATABASE", "default"),
-            hints=raw.get("HINTS", True),
-            manifest_path=Path(manifest) if manifest else None,
-            prepared_statements=raw.get("PREPARED_STATEMENTS", True),
-        )
+        _cache = _settings(_raw())
     return _cache
 
 
@@ -309,8 +403,3 @@ def _reset(*, setting: str, **_: Any) -> None:
 
 
 setting_changed.connect(_reset)
-
-
-def default_group_settings(name: str = "default") -> GroupSettings:
-    """A group with every default."""
-    return _group(name, {})

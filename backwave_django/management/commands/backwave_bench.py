@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
 from ... import bench
+from ..arguments import count, count_or_zero, seconds
 
 FIGURES = ("enqueue", "drain", "latency", "scale")
 
@@ -102,27 +102,3 @@ class Command(BaseCommand):
 
 def argparse_suppress() -> str:
     return argparse.SUPPRESS
-
-
-def _at_least(text: str, kind: type[int] | type[float], least: float) -> float:
-    try:
-        value: float = kind(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= least):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a{'n int' if kind is int else ' number'} >= {least:g}"
-        )
-    return value
-
-
-def count(text: str) -> int:
-    return int(_at_least(text, int, 1))
-
-
-def count_or_zero(text: str) -> int:
-    return int(_at_least(text, int, 0))
-
-
-def seconds(text: str) -> float:
-    return _at_least(text, float, 0.001)

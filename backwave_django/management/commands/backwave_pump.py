@@ -13,6 +13,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ... import conf
 from ...core.health import GroupHealth
 from ...shell.node import Node
+from .. import arguments
+
+#: --grace overrides SHUTDOWN_GRACE, so it has the same range; --burst-horizon looks up to a day ahead.
+GRACE_MAX, HORIZON_MAX = conf.SHUTDOWN_GRACE.high, conf.DAY
+GRACE = arguments.seconds_between(conf.SHUTDOWN_GRACE.low, GRACE_MAX)
+BURST_HORIZON = arguments.seconds_between(0, HORIZON_MAX)
 
 
 class Command(BaseCommand):
@@ -35,19 +41,24 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--burst-horizon",
-            type=float,
+            type=BURST_HORIZON,
+            metavar="SECONDS",
             default=60.0,
-            help="Seconds ahead that --burst still waits for due work (default 60).",
+            help=f"Seconds ahead that --burst still waits for due work, 0 to {HORIZON_MAX:g} (default 60).",
         )
         parser.add_argument(
             "--grace",
-            type=float,
+            type=GRACE,
+            metavar="SECONDS",
             default=None,
-            help="Seconds running jobs may finish at shutdown (default: the longest SHUTDOWN_GRACE).",
+            help=f"Seconds running jobs may finish at shutdown, 0 to {GRACE_MAX:g} (default: the longest "
+            "SHUTDOWN_GRACE).",
         )
         parser.add_argument("--no-hints", action="store_true", help="Poll only; ignore wake-up hints.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        grace = arguments.given(options, "grace", GRACE)
+        horizon = arguments.given(options, "burst_horizon", BURST_HORIZON)
         settings = conf.get()
         groups = options["groups"] or list(settings.groups)
         try:
@@ -73,9 +84,9 @@ class Command(BaseCommand):
             while not stop.wait(0.2):
                 if all(not pump.alive for pump in node.pumps):
                     break
-                if options["burst"] and node.idle(options["burst_horizon"]):
+                if options["burst"] and node.idle(horizon or 0):
                     break
-            stuck = node.stop(options["grace"])
+            stuck = node.stop(grace)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
