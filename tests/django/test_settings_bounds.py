@@ -204,15 +204,10 @@ def test_the_largest_batches_leases_and_payloads_that_pass_run_on_this_database(
     ids = [job.id for job in claimed]
     beats = store.heartbeat(worker_id=WORKER, job_ids=ids, lease_duration=lease, now=now + lease / 2)
     reports = [
-        OutcomeReport(
-            job_id=job.id,
-            attempt=1,
-            kind=OutcomeKind.FAILED,
-            retry_at=retry.next_attempt_at(1, job.max_attempts, now, key=job.id),
-        )
+        OutcomeReport(job_id=job.id, attempt=1, kind=OutcomeKind.FAILED, max_attempts=job.max_attempts)
         for job in claimed[:outcomes]
     ]
-    result = store.report(worker_id=WORKER, reports=reports, now=now)
+    result = store.report(worker_id=WORKER, reports=reports, retry=retry, now=now)
 
     assert len(claimed) == batch and all(beat.renewed for beat in beats)
     assert len(result.applied) == outcomes
