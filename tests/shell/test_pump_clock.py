@@ -1,5 +1,6 @@
-"""A real Pump on a fake clock, against the in-memory store, handlers run inline: every timer, the poll gate,
-the idle flush and the health bookkeeping, step by step and deterministic (no sleeps, no threads, no database).
+"""A real Pump on a fake clock, against the in-memory store, handlers run inline: every timer, the poll
+gate, the idle flush and the health bookkeeping, step by step and deterministic (no sleeps, no threads, no
+database).
 """
 
 from __future__ import annotations
