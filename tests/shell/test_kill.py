@@ -112,3 +112,31 @@ def test_a_second_signal_exits_at_once():
         worker.kill()
     assert worker.returncode == 1, output
     assert "exiting at once" in output
+
+
+def test_sigterm_ends_the_process_soon_after_the_grace_even_when_handlers_ignore_it():
+    """Three handlers sleep 8 s, ignoring every request to stop, then write a row. With a 1 s grace the
+    process is gone within a few seconds, their jobs are back in the queue uncharged, and no row is ever
+    written: a handler never outlives the lease it ran under."""
+    created = jobs.ignores_cancellation.using(queue="default").enqueue_many(
+        [{"seconds": 8, "marker": "outlived"}] * 3
+    )
+    worker = start_worker(SHUTDOWN_GRACE=1, LEASE_DURATION=30)
+    try:
+        wait_until(lambda: Lease.objects.count() == 3, timeout=30)
+        signalled = time.monotonic()
+        worker.send_signal(signal.SIGTERM)
+        output, _ = worker.communicate(timeout=30)
+        took = time.monotonic() - signalled
+    finally:
+        worker.kill()
+    assert took < 1 + 2 + 3, output  # the grace, the stop window, and the writes
+    assert "did not stop; ending the process" in output
+    for job in created:
+        job.refresh_from_db()
+        assert (job.state, job.attempt) == ("scheduled", 0), output
+        assert list(Outcome.objects.filter(job=job).values_list("kind", flat=True)) == ["released"]
+    from django.contrib.auth.models import Group
+
+    time.sleep(max(0.0, 9 - took))  # when the handlers would have written, had they lived
+    assert not Group.objects.filter(name__startswith="outlived-").exists()
