@@ -379,15 +379,21 @@ def _settings(raw: dict[str, Any]) -> Settings:
 _cache: Settings | None = None
 
 
+def parse(raw: Any) -> Settings:
+    """Settings from a ``BACKWAVE``-shaped dict, checked like the setting itself: for tools that run worker
+    groups with settings of their own (the benchmark) without touching ``settings.BACKWAVE``."""
+    found = problems(raw)
+    if found:
+        listing = "\n".join(f"{p.id}: {p.msg} {p.hint}" for p in found)
+        raise ImproperlyConfigured(f"BACKWAVE settings are invalid:\n{listing}")
+    return _settings(raw)
+
+
 def get() -> Settings:
     """The parsed settings. Raises ImproperlyConfigured, listing every problem, when they are wrong."""
     global _cache
     if _cache is None:
-        found = problems()
-        if found:
-            listing = "\n".join(f"{p.id}: {p.msg} {p.hint}" for p in found)
-            raise ImproperlyConfigured(f"BACKWAVE settings are invalid:\n{listing}")
-        _cache = _settings(_raw())
+        _cache = parse(_raw())
     return _cache
 
 

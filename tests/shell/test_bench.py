@@ -28,7 +28,38 @@ def test_a_tiny_benchmark_run_measures_every_figure(capsys, monkeypatch):
     assert figures["scale"]["ratio"] > 0
     assert results["machine"]["cores"] >= 1 and results["machine"]["database"]
     assert results["settings"]["groups"] == 2
-    assert not Job.objects.filter(queue__startswith="backwave-bench").exists()  # it cleans up after itself
+    assert not Job.objects.filter(queue__startswith="bwbench-").exists()  # it cleans up after itself
+
+
+def test_the_bench_refuses_a_database_that_holds_other_jobs_and_never_touches_other_queues(monkeypatch):
+    from django.utils import timezone
+
+    from backwave_django.registry import registry
+
+    now = timezone.now()
+    theirs = [
+        Job.objects.create(wire_name="app.job", queue=queue, due_at=now, created_at=now)
+        for queue in ("default", "backwave-bench-g2", "bwbench-someone-else-1")
+    ]
+    with pytest.raises(CommandError, match="holds 3 jobs the bench did not create"):
+        call_command("backwave_bench", jobs=10, runs=1, only=["enqueue"], single_jobs=5)
+    monkeypatch.setenv("DATABASE_URL", worker_database_url())
+    call_command("backwave_bench", jobs=10, runs=1, only=["enqueue"], single_jobs=5, yes=True, json=True)
+    assert sorted(Job.objects.values_list("id", flat=True)) == sorted(job.id for job in theirs)
+    assert "backwave.bench.noop" in registry  # registered when it ran, not when it was imported
+
+
+def test_importing_the_package_registers_no_bench_job():
+    import subprocess
+    import sys
+
+    code = (
+        "import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'testproject.settings'; django.setup(); "
+        "import backwave_django.bench, backwave_django.bench.harness; from backwave_django import registry; "
+        "print([r.wire_name for r in registry.all() if r.wire_name.startswith('backwave.bench')])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="testproject")
+    assert out.stdout.strip() == "[]", out.stderr
 
 
 @pytest.mark.parametrize(

@@ -7,10 +7,10 @@ import dataclasses
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from ... import bench
+from ...bench import harness as bench
 from ..arguments import count, count_or_zero, seconds
 
 FIGURES = ("enqueue", "drain", "latency", "scale")
@@ -43,7 +43,13 @@ class Command(BaseCommand):
         )
         add("--only", action="append", choices=FIGURES, help="Measure only these figures (repeatable).")
         add("--json", action="store_true", help="Print the results as JSON only.")
-        add("--worker", metavar="GROUPS_JSON", help=argparse_suppress())
+        add(
+            "--yes",
+            action="store_true",
+            help="Run even though the database holds jobs the bench did not create (it writes and deletes "
+            "only rows of its own queues, but inserts up to --scale-rows rows and vacuums the tables).",
+        )
+        add("--worker", metavar="SPEC_JSON", help=argparse_suppress())
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["worker"]:
@@ -52,6 +58,15 @@ class Command(BaseCommand):
         # Every option named like an Options field (--pool-size is pool_size) sets it; --only sets figures.
         given = {f.name: options[f.name] for f in dataclasses.fields(bench.Options) if f.name in options}
         opts = bench.Options(**given, figures=tuple(options["only"] or FIGURES))
+        others = bench.foreign_jobs(opts)
+        if others and not options["yes"]:
+            raise CommandError(
+                f"the database {connection.settings_dict['NAME']!r} holds {others:,} jobs the bench did not "
+                "create. The bench writes and deletes only rows in queues of its own "
+                f"({bench.QUEUE_PREFIX}-<run id>-...), but it inserts up to --scale-rows rows, vacuums and "
+                "loads the tables, and would disturb a live system. Point DATABASE_URL at a database of its "
+                "own, or pass --yes."
+            )
         results = bench.Results(settings=bench.asdict(opts), machine=bench.machine())
         say = (lambda line: None) if options["json"] else self.stdout.write
         say(f"backwave_bench on {results.machine['database']}, {results.machine['cores']} cores, "
@@ -83,18 +98,18 @@ class Command(BaseCommand):
                 f"p99 {figure['p99_ms']:.1f} ms, max {figure['max_ms']:.1f} ms"
             )
         if "scale" in opts.figures and opts.scale_rows:
-            bench.fill_succeeded(opts.scale_rows)
+            bench.fill_succeeded(opts, opts.scale_rows)
             try:
                 figure = results.figures["scale"] = bench.drain(opts)
             finally:
-                bench.drop_history()
+                bench.drop_history(opts)
             ratio = figure["jobs_per_s"] / results.figures["drain"]["jobs_per_s"]
             figure["ratio"] = ratio
             say(
                 f"claim cost at scale ({opts.scale_rows:,} succeeded rows): "
                 f"{figure['jobs_per_s']:,.0f} jobs/s, {ratio:.2f}x the empty-table rate"
             )
-        bench.reset()
+        bench.reset(opts)
         connection.close()
         if options["json"]:
             self.stdout.write(results.as_json())

@@ -1,4 +1,4 @@
-"""The benchmark behind ``manage.py backwave_bench``: enqueue rate, drain rate, pickup latency, claim cost
+"""The measurements of ``manage.py backwave_bench``: enqueue rate, drain rate, pickup latency, claim cost
 at scale, statements per job and worker memory, measured on the real database with real worker processes.
 
 Method: noop jobs measure the framework's own overhead (its ceiling); a 10 ms sleep is the anchor workload.
@@ -21,45 +21,25 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.db import DatabaseError, connection, connections
-from django.db.models import Max, Q
+from django.db.models import Max
 from django.utils import timezone
 
-from . import conf
-from .context import JobContext
-from .models import Job, Lease, Outcome, QueueSettings
-from .registry import job
-from .store.django import DjangoStore
+from .. import conf
+from ..models import Job, Lease, Outcome, QueueSettings
+from ..store import get_store
+from ..store.contract import JobStore
+from . import jobs
 
-QUEUE = "backwave-bench"
-#: With ``--groups G``, group 1 serves QUEUE and group i (2..G) serves ``backwave-bench-g<i>``.
-GROUP_QUEUE_PREFIX = f"{QUEUE}-g"
 ACTOR = "backwave_bench"
-_print_lock = threading.Lock()
-
-
-@job("backwave.bench.noop", queue=QUEUE)
-def noop() -> None:
-    """Does nothing: the framework's overhead is all that is measured."""
-
-
-@job("backwave.bench.sleep", queue=QUEUE)
-def sleep(ms: float) -> None:
-    time.sleep(ms / 1000)
-
-
-@job("backwave.bench.stamp", queue=QUEUE)
-def stamp(context: JobContext) -> None:
-    """Prints when the handler started, for the pickup latency (the bench reads the worker's stdout)."""
-    started = time.time()
-    with _print_lock:
-        sys.stdout.write(f"BWSTART {context.job_id} {started:.6f}\n")
-        sys.stdout.flush()
+#: Every queue a run writes to starts with this and the run's own id, so it never touches another's.
+QUEUE_PREFIX = "bwbench"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -78,15 +58,26 @@ class Options:
     latency_spacing: float = 0.01
     scale_rows: int = 0  # 0 skips the claim-cost-at-scale figure
     figures: tuple[str, ...] = ("enqueue", "drain", "latency", "scale")
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+
+    @property
+    def history_queue(self) -> str:
+        return f"{QUEUE_PREFIX}-{self.run_id}-history"
 
 
 def bench_queues(options: Options) -> list[str]:
     """One queue per worker group, so that each group drains its own share of the backlog."""
-    return [QUEUE] + [f"{GROUP_QUEUE_PREFIX}{index}" for index in range(2, options.groups + 1)]
+    return [f"{QUEUE_PREFIX}-{options.run_id}-{index}" for index in range(1, options.groups + 1)]
 
 
-#: Every queue the bench writes to (whatever ``--groups`` a previous run used), and no other.
-IN_BENCH_QUEUES = Q(queue=QUEUE) | Q(queue__startswith=GROUP_QUEUE_PREFIX)
+def own_queues(options: Options) -> list[str]:
+    """Every queue this run writes to, and no other."""
+    return [*bench_queues(options), options.history_queue]
+
+
+def foreign_jobs(options: Options) -> int:
+    """Jobs in the database that this run did not create (a shared or production database)."""
+    return Job.objects.exclude(queue__in=own_queues(options)).order_by()[:1_000_001].count()
 
 
 @dataclass(slots=True)
@@ -120,15 +111,16 @@ def machine() -> dict[str, Any]:
     }
 
 
-def reset() -> None:
-    """Remove every benchmark job (and its leases and outcomes). On PostgreSQL, also vacuum the tables, so
-    each run starts from the state autovacuum keeps a live system in (this server may run without it), and
-    checkpoint, so one figure's writes are not flushed to disk while the next figure is measured."""
-    ids = Job.objects.filter(IN_BENCH_QUEUES)
+def reset(options: Options) -> None:
+    """Remove this run's jobs (and their leases, outcomes and queue settings). On PostgreSQL, also vacuum the
+    tables, so each run starts from the state autovacuum keeps a live system in (this server may run without
+    it), and checkpoint, so one figure's writes are not flushed to disk while the next figure is measured."""
+    mine = own_queues(options)
+    ids = Job.objects.filter(queue__in=mine)
     Outcome.objects.filter(job__in=ids).delete()
-    Lease.objects.filter(IN_BENCH_QUEUES).delete()
+    Lease.objects.filter(queue__in=mine).delete()
     ids.delete()
-    QueueSettings.objects.filter(IN_BENCH_QUEUES).delete()
+    QueueSettings.objects.filter(queue__in=mine).delete()
     if connection.vendor == "postgresql" and connection.get_autocommit():
         with connection.cursor() as cursor:
             cursor.execute(
@@ -161,8 +153,8 @@ def worker_command(options: Options) -> tuple[list[str], dict[str, str]]:
         "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE,
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
     }
-    groups = json.dumps(worker_groups(options))
-    return [sys.executable, "-m", "django", "backwave_bench", "--worker", groups], env
+    spec = json.dumps({"GROUPS": worker_groups(options), "DATABASE": connection.alias})
+    return [sys.executable, "-m", "django", "backwave_bench", "--worker", spec], env
 
 
 @contextmanager
@@ -212,17 +204,18 @@ def worker_stats(procs: list[subprocess.Popen[str]]) -> dict[str, float]:
 
 def enqueue_once(options: Options) -> tuple[float, float]:
     """One run: ``single_jobs`` enqueues one at a time in autocommit, then ``jobs`` in batches of 1,000."""
-    reset()
+    noop = jobs.register().noop.using(queue=bench_queues(options)[0])
+    reset(options)
     start = time.perf_counter()
     for _ in range(options.single_jobs):
         noop.enqueue()
     single = options.single_jobs / (time.perf_counter() - start)
-    reset()
+    reset(options)
     start = time.perf_counter()
     for offset in range(0, options.jobs, 1000):
         noop.enqueue_many([()] * min(1000, options.jobs - offset))
     bulk = options.jobs / (time.perf_counter() - start)
-    reset()
+    reset(options)
     return single, bulk
 
 
@@ -238,13 +231,14 @@ def enqueue_rates(options: Options) -> dict[str, Any]:
     }
 
 
-def preload(options: Options, store: DjangoStore) -> None:
+def preload(options: Options, store: JobStore) -> None:
     """Write the backlog into paused queues, shared evenly between the groups' queues."""
-    reset()
+    reset(options)
     queues = bench_queues(options)
     for queue in queues:
         store.pause_queue(queue, actor=ACTOR, now=timezone.now())
-    handler = sleep if options.workload == "sleep" else noop
+    registered = jobs.register()
+    handler = registered.sleep if options.workload == "sleep" else registered.noop
     payload: dict[str, Any] = {"ms": 10} if options.workload == "sleep" else {}
     for index, queue in enumerate(queues):
         share = options.jobs // len(queues) + (index < options.jobs % len(queues))
@@ -254,7 +248,7 @@ def preload(options: Options, store: DjangoStore) -> None:
 
 
 def drain_once(options: Options) -> dict[str, float]:
-    store = DjangoStore(connection.alias)
+    store = get_store(connection.alias)
     preload(options, store)
     with workers(options) as procs:
         queues = bench_queues(options)
@@ -296,7 +290,8 @@ def drain(options: Options) -> dict[str, float]:
 
 
 def pickup_latency(options: Options) -> dict[str, float]:
-    reset()
+    reset(options)
+    stamp = jobs.register().stamp.using(queue=bench_queues(options)[0])
     single = Options(**{**asdict(options), "processes": 1})
     committed: dict[int, float] = {}
     latencies: list[float] = []
@@ -320,28 +315,28 @@ def pickup_latency(options: Options) -> dict[str, float]:
     def rank(p: float) -> float:  # nearest rank
         return latencies[max(0, min(len(latencies) - 1, round(p * len(latencies) + 0.5) - 1))]
 
-    reset()
+    reset(options)
     return {"p50_ms": rank(0.50), "p99_ms": rank(0.99), "max_ms": latencies[-1]}
 
 
-def fill_succeeded(rows: int) -> None:
-    """Bulk-fill ``rows`` finished jobs into the table (not the bench queue), as history would leave."""
+def fill_succeeded(options: Options, rows: int) -> None:
+    """Bulk-fill ``rows`` finished jobs into this run's history queue, as history would leave."""
     now = timezone.now()
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
                 "INSERT INTO backwave_django_job (wire_name, queue, payload, state, attempt, max_attempts, "
                 "due_at, created_at, terminal_at, terminal_cause, cancel_requested) "
-                "SELECT 'backwave.bench.history', 'backwave-bench-history', '{}', 'succeeded', 1, 10, "
+                "SELECT 'backwave.bench.history', %s, '{}', 'succeeded', 1, 10, "
                 "%s, %s, %s, '', false FROM generate_series(1, %s)",
-                [now, now, now, rows],
+                [options.history_queue, now, now, now, rows],
             )
             cursor.execute("ANALYZE backwave_django_job")
         return
     batch = [
         Job(
             wire_name="backwave.bench.history",
-            queue="backwave-bench-history",
+            queue=options.history_queue,
             state="succeeded",
             attempt=1,
             due_at=now,
@@ -356,20 +351,19 @@ def fill_succeeded(rows: int) -> None:
             row.pk = None
 
 
-def drop_history() -> None:
-    Job.objects.filter(queue="backwave-bench-history").delete()
+def drop_history(options: Options) -> None:
+    Job.objects.filter(queue=options.history_queue).delete()
 
 
-def run_worker(groups: dict[str, dict[str, Any]]) -> None:
-    """The ``--worker`` mode: one process running the bench groups until SIGTERM, counting statements."""
+def run_worker(spec: dict[str, Any]) -> None:
+    """The ``--worker`` mode: one process running the bench groups until SIGTERM, counting statements. Its
+    settings are passed to the Node, never written into ``settings.BACKWAVE``."""
     import signal
 
-    from django.conf import settings
+    from ..shell.node import Node
 
-    from .shell.node import Node
-
-    settings.BACKWAVE = {"GROUPS": groups, "HINTS": True}
-    conf.reload()
+    jobs.register()
+    settings = conf.parse({"GROUPS": spec["GROUPS"], "DATABASE": spec["DATABASE"], "HINTS": True})
     statements = 0
     lock = threading.Lock()
 
@@ -389,7 +383,7 @@ def run_worker(groups: dict[str, dict[str, Any]]) -> None:
         return wrapper
 
     connections.create_connection = instrumented  # type: ignore[method-assign]
-    node = Node(list(groups))
+    node = Node(list(settings.groups), settings=settings)
     node.start()
     sys.stdout.write("READY\n")
     sys.stdout.flush()

@@ -1,0 +1,51 @@
+"""The benchmark's jobs, registered only when a benchmark runs (never by importing the package)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from ..context import JobContext
+from ..registry import JobFunction, job, registry
+
+_print_lock = threading.Lock()
+
+
+def _noop() -> None:
+    """Does nothing: the framework's overhead is all that is measured."""
+
+
+def _sleep(ms: float) -> None:
+    time.sleep(ms / 1000)
+
+
+def _stamp(context: JobContext) -> None:
+    """Prints when the handler started, for the pickup latency (the bench reads the worker's stdout)."""
+    started = time.time()
+    with _print_lock:
+        sys.stdout.write(f"BWSTART {context.job_id} {started:.6f}\n")
+        sys.stdout.flush()
+
+
+@dataclass(frozen=True, slots=True)
+class BenchJobs:
+    noop: JobFunction[[], None]
+    sleep: JobFunction[[float], None]
+    stamp: JobFunction[[JobContext], None]
+
+
+def register() -> BenchJobs:
+    """Register the three jobs (once per process) and return them."""
+    if "backwave.bench.noop" in registry:
+        return BenchJobs(
+            noop=JobFunction(registry.get("backwave.bench.noop")),
+            sleep=JobFunction(registry.get("backwave.bench.sleep")),
+            stamp=JobFunction(registry.get("backwave.bench.stamp")),
+        )
+    return BenchJobs(
+        noop=job("backwave.bench.noop")(_noop),
+        sleep=job("backwave.bench.sleep")(_sleep),
+        stamp=job("backwave.bench.stamp")(_stamp),
+    )
