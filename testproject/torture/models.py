@@ -8,6 +8,9 @@ class Execution(models.Model):
     attempt = models.PositiveIntegerField()
     worker = models.CharField(max_length=255)
     at = models.DateTimeField(auto_now_add=True)
+    finished = models.BooleanField(
+        default=False, help_text="The handler returned (it may still be reported)."
+    )
 
     def __str__(self) -> str:
         return f"job {self.job_id} attempt {self.attempt} on {self.worker}"

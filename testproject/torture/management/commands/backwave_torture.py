@@ -20,6 +20,7 @@ from django.db import DatabaseError, connection, connections
 from django.utils import timezone
 
 from backwave_django import set_concurrency_limit
+from backwave_django.core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES
 from backwave_django.models import Job, Lease, Outcome, PumpStatus
 from torture import jobs
 from torture.models import Execution
@@ -49,13 +50,15 @@ def group_settings(lease: float) -> dict[str, Any]:
 class Fleet:
     """The worker processes, with what happened to them."""
 
-    def __init__(self, size: int, lease: float, logs: Path) -> None:
+    def __init__(self, size: int, lease: float, logs: Path, report_faults: float = 0.0) -> None:
         self.env = {
             **os.environ,
             "BACKWAVE_JSON": json.dumps(group_settings(lease)),
             "BACKWAVE_LOG_LEVEL": "INFO",
+            "BACKWAVE_TORTURE_REPORT_FAULTS": str(report_faults),
         }
         self.logs = logs
+        self.hit: set[int] = set()  # pids of workers killed or paused: their unreported successes may expire
         self.started = 0
         self.log_files: list[Any] = []
         self.procs: list[subprocess.Popen[bytes]] = [self.spawn() for _ in range(size)]
@@ -97,6 +100,12 @@ class Command(BaseCommand):
         add("--seed", type=int, default=None, help="Fault schedule seed (printed; default: random).")
         add("--drain-timeout", type=float, default=180.0, help="Seconds allowed to drain after the faults.")
         add("--logs", default=None, help="Folder for the workers' logs (default: a temporary folder).")
+        add(
+            "--hostile",
+            action="store_true",
+            help="Mix in hostile jobs (unstorable failure text, undecodable rows, handlers that hang past "
+            "their timeout) and transient faults on 5%% of outcome writes.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         seed = options["seed"] if options["seed"] is not None else random.randrange(2**32)
@@ -105,8 +114,9 @@ class Command(BaseCommand):
         logs.mkdir(parents=True, exist_ok=True)
         self.stdout.write(f"seed {seed}; worker logs in {logs}")
         self.reset()
-        expected = self.enqueue(options["jobs"], rng)
-        fleet = Fleet(options["workers"], options["lease"], logs)
+        hostile = options["hostile"]
+        expected = self.enqueue(options["jobs"], rng, hostile)
+        fleet = Fleet(options["workers"], options["lease"], logs, report_faults=0.05 if hostile else 0.0)
         sampler = LimitSampler()
         sampler.start()
         try:
@@ -116,13 +126,15 @@ class Command(BaseCommand):
             sampler.stop()
             fleet.stop()
         connection.close()
-        failures = self.audit(expected, sampler.peak, logs, drained)
+        failures = self.audit(expected, sampler.peak, logs, drained, fleet.hit)
         summary = (
-            f"{len(expected)} jobs, {counts['kills']} kills, {counts['terminations']} terminations, "
-            f"{counts['stale']} stale writers: {failures['lost']} lost, "
-            f"{failures['double']} double outcomes, "
+            f"{len(expected)} jobs{' (hostile)' if hostile else ''}, {counts['kills']} kills, "
+            f"{counts['terminations']} terminations, {counts['stale']} stale writers: "
+            f"{failures['lost']} lost, {failures['double']} double outcomes, "
             f"{failures['unexplained']} unexplained executions, {failures['wrong']} in the wrong state, "
-            f"peak {sampler.peak}/{LIMIT} leased in the limited queue, {failures['halted']} halted pumps"
+            f"peak {sampler.peak}/{LIMIT} leased in the limited queue, {failures['halted']} halted pumps, "
+            f"{failures['leased']} left leased, {failures['charged']} successes charged an attempt, "
+            f"{failures['text']} unbounded texts"
         )
         self.stdout.write(summary)
         if any(failures.values()) or sampler.peak > LIMIT:
@@ -139,13 +151,12 @@ class Command(BaseCommand):
         PumpStatus.objects.filter(group="torture").delete()
         set_concurrency_limit(jobs.LIMITED_QUEUE, LIMIT, actor="backwave_torture")
 
-    def enqueue(self, total: int, rng: random.Random) -> dict[int, str]:
+    def enqueue(self, total: int, rng: random.Random, hostile: bool = False) -> dict[int, str]:
         """Enqueue the mix; returns the state each job must end in."""
-        kinds = Counter(
-            rng.choices(
-                ["fast", "slow", "flaky", "doomed", "limited", "unknown"], [50, 10, 15, 5, 15, 5], k=total
-            )
-        )
+        mix = {"fast": 50, "slow": 10, "flaky": 15, "doomed": 5, "limited": 15, "unknown": 5}
+        if hostile:
+            mix.update({"hostile-text": 3, "undecodable": 3, "hung": 1})
+        kinds = Counter(rng.choices(list(mix), list(mix.values()), k=total))
         expected: dict[int, str] = {}
         for job in jobs.fast.enqueue_many([{}] * kinds["fast"]):
             expected[job.id] = "succeeded"
@@ -165,7 +176,31 @@ class Command(BaseCommand):
             for _ in range(kinds["unknown"])
         )  # rows an older deployment might have left: no handler is registered for them
         expected.update(dict.fromkeys((job.id for job in unknown), "quarantined"))
+        if hostile:
+            expected.update(self.enqueue_hostile(kinds, rng))
         self.stdout.write(f"enqueued {total} jobs: {dict(sorted(kinds.items()))}")
+        return expected
+
+    def enqueue_hostile(self, kinds: Counter[str], rng: random.Random) -> dict[int, str]:
+        expected: dict[int, str] = {}
+        skus = [{"sku": f"\x00{rng.randrange(10**6)}\x00"} for _ in range(kinds["hostile-text"])]
+        for job in jobs.hostile_text.enqueue_many(skus):
+            expected[job.id] = "dead_lettered"
+        hung = jobs.hung.using(timeout=1.0).enqueue_many([{"seconds": 6.0}] * kinds["hung"])
+        expected.update(dict.fromkeys((job.id for job in hung), "dead_lettered"))
+        now = timezone.now()
+        payloads = [
+            '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}",
+            '{"a": ' + "7" * 5000 + "}",
+            '{"a": {"$bw": "timedelta", "v": [999999999999, 0, 0]}}',
+        ]
+        undecodable = Job.objects.bulk_create(
+            Job(
+                wire_name="torture.fast", queue="torture", payload=payloads[n % 3], due_at=now, created_at=now
+            )
+            for n in range(kinds["undecodable"])
+        )  # rows another service or an older deployment might have written: they must be quarantined
+        expected.update(dict.fromkeys((job.id for job in undecodable), "quarantined"))
         return expected
 
     # -- faults --------------------------------------------------------------------------------------
@@ -183,6 +218,7 @@ class Command(BaseCommand):
             fault = rng.choice(["kill", "terminate", "terminate", "pause"])
             index = rng.randrange(len(fleet.procs))
             if fault == "kill" and index not in paused:
+                fleet.hit.add(fleet.procs[index].pid)
                 fleet.procs[index].kill()
                 fleet.procs[index].wait()
                 fleet.replace(index)
@@ -190,6 +226,7 @@ class Command(BaseCommand):
             elif fault == "terminate":
                 counts["terminations"] += self.terminate_a_connection(rng)
             elif fault == "pause" and index not in paused and len(paused) < len(fleet.procs) - 1:
+                fleet.hit.add(fleet.procs[index].pid)
                 fleet.procs[index].send_signal(signal.SIGSTOP)
                 paused[index] = time.monotonic() + lease * rng.uniform(1.5, 3.0)
                 counts["stale"] += 1
@@ -231,7 +268,9 @@ class Command(BaseCommand):
 
     # -- audit ---------------------------------------------------------------------------------------
 
-    def audit(self, expected: dict[int, str], peak: int, logs: Path, drained: bool) -> dict[str, int]:
+    def audit(
+        self, expected: dict[int, str], peak: int, logs: Path, drained: bool, hit: set[int]
+    ) -> dict[str, int]:
         rows = {j.id: j for j in Job.objects.filter(id__in=list(expected))}
         outcomes: dict[int, list[Outcome]] = defaultdict(list)
         for outcome in Outcome.objects.filter(job_id__in=list(expected)).order_by("id"):
@@ -292,10 +331,36 @@ class Command(BaseCommand):
         )
         halted += [(log.name, "halted") for log in logs.glob("*.log") if b"halted by" in log.read_bytes()]
         check("halted", halted)
+        check("leased", [i for i in expected if i in rows and rows[i].state == "leased"])
+        # A handler that returned on a worker never killed nor paused must not lose its Attempt: a transient
+        # fault on its outcome write is retried while its lease holds (the fence discards a duplicate).
+        finished = Execution.objects.filter(job_id__in=list(expected), finished=True)
+        charged = [
+            key
+            for key, worker in ((e[:2], e[2]) for e in finished.values_list("job_id", "attempt", "worker"))
+            if key in by_attempt
+            and by_attempt[key].kind == "expired"
+            and int(worker.split(":")[1]) not in hit
+        ]
+        check("charged", charged)
+        check("text", self.unbounded_texts(list(expected)))
         self.stdout.write(f"  ({extra} extra executions, each explained by an expired or released lease)")
         wrong = failures["wrong"] + failures["ceiling"] + failures["attempts"]
-        names = ("lost", "double", "unexplained", "halted")
+        names = ("lost", "double", "unexplained", "halted", "leased", "charged", "text")
         return {**{name: failures[name] for name in names}, "wrong": wrong}
+
+    def unbounded_texts(self, ids: list[int]) -> list[int]:
+        """Stored text must be storable and within its bound: causes and messages, and tracebacks."""
+        bad = []
+        for job_id, cause in Job.objects.filter(id__in=ids).values_list("id", "terminal_cause"):
+            if "\x00" in cause or len(cause.encode()) > MAX_MESSAGE_BYTES:
+                bad.append(job_id)
+        for job_id, message, detail in Outcome.objects.filter(job_id__in=ids).values_list(
+            "job_id", "message", "detail"
+        ):
+            if len(message.encode()) > MAX_MESSAGE_BYTES or len(detail.encode()) > MAX_DETAIL_BYTES:
+                bad.append(job_id)
+        return bad
 
 
 class LimitSampler(threading.Thread):
