@@ -3,18 +3,39 @@
 Plain JSON values pass through. Dates, times, datetimes, timedeltas, UUIDs, Decimals, tuples and sets are
 written as tagged objects (``{"$bw": "datetime", "v": "..."}``) so they decode to the same type. Anything else
 (a model instance, a file, an arbitrary object) is refused at enqueue with an error naming the argument.
+
+Whatever :func:`encode` returns can be stored and read back: it is valid UTF-8 without a raw NUL (PostgreSQL
+``text`` and SQLite both hold it), nests at most :data:`MAX_DEPTH` containers deep and holds no integer of
+more than :data:`MAX_INT_DIGITS` digits, so every worker can parse it back. An argument that breaks one of
+these rules is refused with :class:`PayloadError` naming it and the problem.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import json
+import math
+import re
+import sys
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
 TAG = "$bw"
+#: Containers (lists, dicts, tuples, sets) an argument may nest inside one another.
+MAX_DEPTH = 100
+#: Decimal digits an integer may have: below Python's default limit (4300) for reading ints from text.
+MAX_INT_DIGITS = 4000
+
+# An int this short (at most 603 digits) converts to and from text under any limit Python allows (>= 640).
+_ALWAYS_READABLE_BITS = 2000
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_HINT = (
+    "which is not valid Unicode text, so no database can store it (it usually comes from bytes decoded with "
+    "errors='surrogateescape'; decode them with errors='replace' instead)"
+)
 
 
 class PayloadError(TypeError):
@@ -25,14 +46,156 @@ class PayloadDecodeError(ValueError):
     """A stored payload no longer decodes: the job is unroutable."""
 
 
+# -- encoding ------------------------------------------------------------------------------------------------
+
+
+class _Refused(Exception):
+    """An argument's problem, found deep inside it: each container adds its step on the way out."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.steps: list[str] = []
+
+    def at(self, step: str) -> _Refused:
+        self.steps.append(step)
+        return self
+
+    def message(self, name: str) -> str:
+        return f"{_path(f'argument {name!r}', self.steps[::-1])} {self.problem}"
+
+
+def encode(arguments: Mapping[str, Any]) -> str:
+    """JSON text for ``arguments`` (parameter name to value). Raises PayloadError naming the argument."""
+    encoded = {}
+    for name, value in arguments.items():
+        if not isinstance(name, str):
+            raise PayloadError(f"argument name {_safe_repr(name)} is not a string")
+        try:
+            _check_key(name)
+            encoded[name] = _encode(value, 0)
+        except _Refused as exc:
+            raise PayloadError(exc.message(name)) from None
+    return json.dumps(encoded, separators=(",", ":"), ensure_ascii=False)
+
+
+def _encode(value: Any, depth: int) -> Any:
+    if isinstance(value, str):
+        return value if value.isascii() else _storable_text(value, "is a string that")
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if value.bit_length() <= _ALWAYS_READABLE_BITS else _readable_int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _Refused(f"is {value!r}, which JSON cannot represent")
+        return value
+    for kind, tag, encode_scalar in _ENCODERS:
+        if isinstance(value, kind):
+            return {TAG: tag, "v": encode_scalar(value)}
+    if isinstance(value, list | tuple | set | frozenset | Mapping):
+        if depth >= MAX_DEPTH:
+            raise _Refused(
+                f"is nested deeper than {MAX_DEPTH} containers (lists, dicts, tuples, sets), or contains "
+                "itself; flatten it, or pass the deep part as JSON text"
+            )
+        return _encode_container(value, depth + 1)
+    raise _Refused(
+        f"is a {type(value).__module__}.{type(value).__qualname__}, which cannot be stored in a job "
+        "payload; pass plain data instead (for a model instance, pass its primary key and load it in the job)"
+    )
+
+
+def _encode_container(value: Any, depth: int) -> Any:
+    if isinstance(value, list):
+        return _encode_items(value, depth)
+    if isinstance(value, Mapping):
+        return _encode_mapping(value, depth)
+    items = _encode_items(value, depth)
+    if isinstance(value, tuple):
+        return {TAG: "tuple", "v": items}
+    tag = "frozenset" if isinstance(value, frozenset) else "set"
+    return {TAG: tag, "v": sorted(items, key=repr)}  # one text whatever the set's order
+
+
+def _encode_items(items: Any, depth: int) -> list[Any]:
+    out: list[Any] = []
+    for index, item in enumerate(items):
+        try:
+            out.append(_encode(item, depth))
+        except _Refused as exc:
+            raise exc.at(f"[{index}]") from None
+    return out
+
+
+def _encode_mapping(value: Mapping[Any, Any], depth: int) -> dict[str, Any]:
+    out = {}
+    for key, item in value.items():
+        if not (isinstance(key, str) and key.isascii()) or key == TAG:
+            _check_key(key)
+        try:
+            out[key] = _encode(item, depth)
+        except _Refused as exc:
+            raise exc.at(f"[{_brief(key)}]") from None
+    return out
+
+
+def _check_key(key: Any) -> None:
+    if not isinstance(key, str):
+        raise _Refused(f"has a key {_safe_repr(key)} that is not a string; JSON keys must be strings")
+    if key == TAG:
+        raise _Refused(f"uses the reserved key {TAG!r}")
+    if not key.isascii():
+        _storable_text(key, "has a key that")
+
+
+def _storable_text(text: str, what: str) -> str:
+    found = _SURROGATE.search(text)
+    if found is not None:
+        where = f"U+{ord(found.group()):04X} at index {found.start()}"
+        raise _Refused(f"{what} holds a lone surrogate ({where}), {_SURROGATE_HINT}")
+    return text
+
+
+def _readable_int(value: int) -> int:
+    digits = _int_digit_limit()
+    if -_ten_to(digits) < value < _ten_to(digits):
+        return value
+    raise _Refused(
+        f"is an integer of more than {digits} digits, the most a payload may hold so that every worker "
+        "can read it back; pass it as a string (or a Decimal) instead"
+    )
+
+
+def _int_digit_limit() -> int:
+    """MAX_INT_DIGITS, or less when this process lowered Python's limit (0 means no limit)."""
+    limit = sys.get_int_max_str_digits()
+    return min(MAX_INT_DIGITS, limit) if limit else MAX_INT_DIGITS
+
+
+@functools.cache
+def _ten_to(digits: int) -> int:
+    return int(10**digits)
+
+
+def _decimal_text(value: decimal.Decimal) -> str:
+    if value.is_nan():
+        raise _Refused(f"is {value!r}, which never equals itself; pass None or a string instead")
+    return str(value)
+
+
 _ENCODERS: list[tuple[type, str, Callable[[Any], Any]]] = [
     (dt.datetime, "datetime", lambda v: v.isoformat()),
     (dt.date, "date", lambda v: v.isoformat()),
     (dt.time, "time", lambda v: v.isoformat()),
     (dt.timedelta, "timedelta", lambda v: [v.days, v.seconds, v.microseconds]),
     (uuid.UUID, "uuid", str),
-    (decimal.Decimal, "decimal", str),
+    (decimal.Decimal, "decimal", _decimal_text),
 ]
+
+
+# -- decoding ------------------------------------------------------------------------------------------------
+
 _DECODERS: dict[str, Callable[[Any], Any]] = {
     "datetime": dt.datetime.fromisoformat,
     "date": dt.date.fromisoformat,
@@ -44,45 +207,6 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "set": set,
     "frozenset": frozenset,
 }
-
-
-def _encode(value: Any, path: str) -> Any:
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise PayloadError(f"{path} is {value!r}, which JSON cannot represent")
-        return value
-    for kind, tag, encode in _ENCODERS:
-        if isinstance(value, kind):
-            return {TAG: tag, "v": encode(value)}
-    if isinstance(value, list):
-        return [_encode(item, f"{path}[{i}]") for i, item in enumerate(value)]
-    if isinstance(value, tuple | set | frozenset):
-        items = sorted(value, key=repr) if isinstance(value, set | frozenset) else value
-        tag = type(value).__name__ if type(value) in (tuple, set, frozenset) else "tuple"
-        return {TAG: tag, "v": [_encode(item, f"{path}[{i}]") for i, item in enumerate(items)]}
-    if isinstance(value, Mapping):
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise PayloadError(
-                    f"{path} has a key {key!r} that is not a string; JSON keys must be strings"
-                )
-            if key == TAG:
-                raise PayloadError(f"{path} uses the reserved key {TAG!r}")
-            out[key] = _encode(item, f"{path}[{key!r}]")
-        return out
-    raise PayloadError(
-        f"{path} is a {type(value).__module__}.{type(value).__qualname__}, which cannot be stored in a job "
-        "payload; pass plain data instead (for a model instance, pass its primary key and load it in the job)"
-    )
-
-
-def encode(arguments: Mapping[str, Any]) -> str:
-    """JSON text for ``arguments`` (parameter name to value). Raises PayloadError naming the argument."""
-    encoded = {name: _encode(value, f"argument {name!r}") for name, value in arguments.items()}
-    return json.dumps(encoded, separators=(",", ":"), ensure_ascii=False)
 
 
 def _decode_hook(obj: dict[str, Any]) -> Any:
@@ -111,3 +235,26 @@ def decode(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise PayloadDecodeError(f"payload is a JSON {type(value).__name__}, not an object of arguments")
     return value
+
+
+# -- messages ------------------------------------------------------------------------------------------------
+
+
+def _path(head: str, steps: list[str]) -> str:
+    """``head`` followed by its steps; a long path keeps its first and last steps."""
+    if len(steps) > 16:
+        steps = [*steps[:8], f"[... {len(steps) - 12} more ...]", *steps[-4:]]
+    return head + "".join(steps)
+
+
+def _brief(text: str, limit: int = 60) -> str:
+    """``repr(text)``, cut to about ``limit`` characters: names in messages stay short."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}..."
+
+
+def _safe_repr(value: object, limit: int = 60) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[:limit]}..."

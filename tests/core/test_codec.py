@@ -7,11 +7,12 @@ import decimal
 import json
 import os
 import re
+import sys
 import uuid
 
 import pytest
 
-from backwave_django.codec import PayloadDecodeError, PayloadError, decode, encode
+from backwave_django.codec import MAX_DEPTH, MAX_INT_DIGITS, PayloadDecodeError, PayloadError, decode, encode
 
 UTC = dt.UTC
 IST = dt.timezone(dt.timedelta(hours=5, minutes=30))
@@ -129,6 +130,154 @@ def test_the_error_points_inside_nested_values():
 
 def test_a_payload_error_is_a_type_error():
     assert issubclass(PayloadError, TypeError)
+
+
+def test_a_set_subclass_decodes_as_a_set():
+    class Tags(set):
+        pass
+
+    back = decode(encode({"tags": Tags({"a", "b"})}))["tags"]
+    assert (type(back), back) == (set, {"a", "b"})
+
+
+def test_a_key_whose_repr_raises_is_refused_all_the_same():
+    class Key:
+        def __repr__(self):
+            raise RuntimeError("repr")
+
+        def __hash__(self):
+            return 1
+
+    with pytest.raises(PayloadError, match="has a key <Key> that is not a string"):
+        encode({"d": {Key(): 1}})
+
+
+def test_an_argument_name_that_is_not_a_string_is_refused():
+    with pytest.raises(PayloadError, match="argument name 1 is not a string"):
+        encode({1: "x"})
+
+
+# -- the bounds of what can be stored ------------------------------------------------------------------------
+
+
+def nested(depth, make=lambda inner: [inner], leaf=0):
+    value = leaf
+    for _ in range(depth):
+        value = make(value)
+    return value
+
+
+@pytest.mark.parametrize("sign", [1, -1], ids=["positive", "negative"])
+def test_an_integer_of_the_most_digits_round_trips(sign):
+    number = sign * (10**MAX_INT_DIGITS - 1)
+    assert decode(encode({"n": number})) == {"n": number}
+
+
+@pytest.mark.parametrize("sign", [1, -1], ids=["positive", "negative"])
+def test_an_integer_of_more_digits_is_refused_naming_where_it_is(sign):
+    with pytest.raises(
+        PayloadError, match=r"argument 'rows'\[1\]\['id'\] is an integer of more than 4000 digits"
+    ):
+        encode({"rows": [{}, {"id": sign * 10**MAX_INT_DIGITS}]})
+
+
+def test_the_integer_bound_follows_a_lower_limit_set_in_this_process():
+    previous = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(1000)
+    try:
+        assert encode({"n": 10**999})
+        with pytest.raises(PayloadError, match="is an integer of more than 1000 digits"):
+            encode({"n": 10**1000})
+    finally:
+        sys.set_int_max_str_digits(previous)
+
+
+MAKERS = [
+    pytest.param(lambda inner: [inner], id="lists"),
+    pytest.param(lambda inner: {"k": inner}, id="dicts"),
+    pytest.param(lambda inner: (inner,), id="tuples"),
+    pytest.param(lambda inner: frozenset([inner]), id="frozensets"),
+]
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_nesting_to_the_maximum_depth_round_trips(make):
+    deepest = nested(MAX_DEPTH, make, leaf=dt.datetime(2026, 1, 1, tzinfo=UTC))
+    assert decode(encode({"deep": deepest})) == {"deep": deepest}
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_nesting_deeper_than_the_maximum_is_refused(make):
+    with pytest.raises(PayloadError, match=rf"is nested deeper than {MAX_DEPTH} containers"):
+        encode({"deep": nested(MAX_DEPTH + 1, make)})
+
+
+def test_the_depth_error_names_the_container_too_deep():
+    with pytest.raises(PayloadError) as caught:
+        encode({"deep": nested(MAX_DEPTH + 1)})
+    assert str(caught.value).startswith(
+        "argument 'deep'[0][0][0][0][0][0][0][0][... 88 more ...][0][0][0][0] is"
+    )
+
+
+def test_a_hundred_thousand_levels_are_refused_without_a_recursion_error():
+    with pytest.raises(PayloadError, match="nested deeper than"):
+        encode({"deep": nested(100_000)})
+
+
+def test_a_list_that_contains_itself_is_refused():
+    looped = [1]
+    looped.append(looped)
+    with pytest.raises(PayloadError, match="or contains itself"):
+        encode({"looped": looped})
+
+
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        pytest.param("ab\ud800", "argument 'name' is a string", id="a string"),
+        pytest.param(["ok", "\udcff"], r"argument 'name'\[1\] is a string", id="a nested string"),
+        pytest.param({"\udc80key": 1}, "argument 'name' has a key", id="a key"),
+        pytest.param(("\ud83d",), r"argument 'name'\[0\] is a string", id="half of a surrogate pair"),
+    ],
+)
+def test_a_lone_surrogate_is_refused_because_no_database_can_store_it(value, where):
+    with pytest.raises(
+        PayloadError, match=rf"{where} that holds a lone surrogate \(U\+D[89A-F][0-9A-F]{{2}}"
+    ):
+        encode({"name": value})
+
+
+def test_a_lone_surrogate_in_an_argument_name_is_refused():
+    with pytest.raises(PayloadError, match="holds a lone surrogate"):
+        encode({"\ud800": 1})
+
+
+def test_a_surrogate_error_says_how_to_fix_it():
+    with pytest.raises(PayloadError, match="errors='replace'"):
+        encode({"path": b"caf\xe9".decode("utf-8", "surrogateescape")})
+
+
+def test_nul_characters_round_trip_and_are_escaped():
+    value = {"a\x00b": "\x00", "list": ["x\x00y"]}
+    text = encode({"v": value})
+    assert "\x00" not in text
+    assert decode(text) == {"v": value}
+
+
+@pytest.mark.parametrize("number", ["NaN", "-NaN", "sNaN", "NaN123"])
+def test_a_decimal_nan_is_refused(number):
+    with pytest.raises(
+        PayloadError, match=r"argument 'price' is Decimal\('-?s?NaN\d*'\), which never equals itself"
+    ):
+        encode({"price": decimal.Decimal(number)})
+
+
+@pytest.mark.parametrize("number", ["Infinity", "-Infinity", "-0", "1E+999999", "-1.000E-999999"])
+def test_a_decimal_infinity_or_extreme_exponent_round_trips(number):
+    value = decimal.Decimal(number)
+    back = decode(encode({"price": value}))["price"]
+    assert (back, str(back)) == (value, str(value))
 
 
 # -- what no longer decodes ----------------------------------------------------------------------------------
