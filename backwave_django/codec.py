@@ -8,6 +8,9 @@ Whatever :func:`encode` returns can be stored and read back: it is valid UTF-8 w
 ``text`` and SQLite both hold it), nests at most :data:`MAX_DEPTH` containers deep and holds no integer of
 more than :data:`MAX_INT_DIGITS` digits, so every worker can parse it back. An argument that breaks one of
 these rules is refused with :class:`PayloadError` naming it and the problem.
+
+:func:`decode` reads arbitrary text: rows may come from another service or an older deploy. Whatever goes
+wrong becomes :class:`PayloadDecodeError`, whose message says what and where but never shows the value.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ class PayloadError(TypeError):
 
 
 class PayloadDecodeError(ValueError):
-    """A stored payload no longer decodes: the job is unroutable."""
+    """A stored payload no longer decodes: the job is unroutable. The message never shows the value."""
 
 
 # -- encoding ------------------------------------------------------------------------------------------------
@@ -196,17 +199,26 @@ _ENCODERS: list[tuple[type, str, Callable[[Any], Any]]] = [
 
 # -- decoding ------------------------------------------------------------------------------------------------
 
-_DECODERS: dict[str, Callable[[Any], Any]] = {
-    "datetime": dt.datetime.fromisoformat,
-    "date": dt.date.fromisoformat,
-    "time": dt.time.fromisoformat,
-    "timedelta": lambda v: dt.timedelta(days=v[0], seconds=v[1], microseconds=v[2]),
-    "uuid": uuid.UUID,
-    "decimal": decimal.Decimal,
-    "tuple": tuple,
-    "set": set,
-    "frozenset": frozenset,
-}
+
+class _Unreadable(Exception):
+    """A tagged value that does not decode; the problem never quotes the value."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
+def decode(text: str) -> dict[str, Any]:
+    """The arguments stored in ``text``. Raises PayloadDecodeError when they no longer decode."""
+    try:
+        value = json.loads(text, object_hook=_decode_hook)
+    except MemoryError:
+        raise
+    except Exception as exc:  # any text at all: whatever breaks becomes the job's cause, never a halt
+        raise PayloadDecodeError(_why_unreadable(text, exc)) from None
+    if not isinstance(value, dict):
+        raise PayloadDecodeError(f"payload is {_json_kind(value)}, not an object of arguments")
+    return value
 
 
 def _decode_hook(obj: dict[str, Any]) -> Any:
@@ -215,29 +227,185 @@ def _decode_hook(obj: dict[str, Any]) -> Any:
     tag = obj[TAG]
     decoder = _DECODERS.get(tag) if isinstance(tag, str) else None
     if decoder is None:
-        raise PayloadDecodeError(f"unknown payload tag {tag!r}")
-    if set(obj) != {TAG, "v"}:
-        raise PayloadDecodeError(
-            f"a tagged {tag} value has keys {sorted(obj)}; expected exactly {TAG!r} and 'v'"
-        )
+        shown = _brief(tag) if isinstance(tag, str) else f"that is {_json_kind(tag)}"
+        raise _Unreadable(f"has an unknown payload tag {shown}")
+    if len(obj) != 2 or "v" not in obj:
+        keys = ", ".join(_brief(key) for key in sorted(obj)[:6])
+        raise _Unreadable(f"is a tagged {tag} value with keys {keys}; expected exactly {TAG!r} and 'v'")
     try:
         return decoder(obj["v"])
-    except (TypeError, ValueError, IndexError, decimal.InvalidOperation) as exc:
-        raise PayloadDecodeError(f"bad {tag} value {obj['v']!r}: {exc}") from None
+    except _Unreadable:
+        raise
+    except Exception as exc:
+        raise _Unreadable(f"is a tagged {tag} value that does not decode ({type(exc).__name__})") from None
 
 
-def decode(text: str) -> dict[str, Any]:
-    """The arguments stored in ``text``. Raises PayloadDecodeError when they no longer decode."""
+def _why_unreadable(text: str, exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"payload is not valid JSON: {exc}"  # says where, never quotes the text
+    if isinstance(exc, RecursionError):
+        return "payload nests too deeply to read (deeper than Python's recursion limit)"
+    located = _locate(text)
+    if located is not None:
+        return located
+    if isinstance(exc, _Unreadable):
+        return f"a value in the payload {exc.problem}"
+    return f"payload does not decode ({type(exc).__name__})"
+
+
+def _locate(text: str) -> str | None:
+    """The first problem in ``text`` with its path, by a slower second reading; None if it finds none."""
     try:
-        value = json.loads(text, object_hook=_decode_hook)
-    except json.JSONDecodeError as exc:
-        raise PayloadDecodeError(f"payload is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise PayloadDecodeError(f"payload is a JSON {type(value).__name__}, not an object of arguments")
+        _decode_at(json.loads(text, parse_int=_int_or_too_long), ())
+    except _Located as found:
+        return found.message
+    except json.JSONDecodeError as exc:  # a tag failed before the reading reached the broken part
+        return f"payload is not valid JSON: {exc}"
+    except MemoryError:
+        raise
+    except Exception:
+        return None
+    return None
+
+
+class _Located(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class _TooLong:
+    """Stands for an integer with more digits than this process reads from text."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _int_or_too_long(digits: str) -> int | _TooLong:
+    try:
+        return int(digits)
+    except ValueError:
+        return _TooLong(len(digits.lstrip("-")))
+
+
+def _decode_at(value: Any, path: tuple[str | int, ...]) -> Any:
+    """``value`` decoded as the hook would, depth first, raising _Located at the first problem."""
+    if isinstance(value, list):
+        return [_decode_at(item, (*path, index)) for index, item in enumerate(value)]
+    if isinstance(value, dict):
+        obj = {key: _decode_at(item, (*path, key)) for key, item in value.items()}
+        try:
+            return _decode_hook(obj)
+        except _Unreadable as exc:
+            raise _Located(f"{_format_path(path)} {exc.problem}") from None
+    if isinstance(value, _TooLong):
+        limit = sys.get_int_max_str_digits()
+        raise _Located(
+            f"{_format_path(path)} is an integer of {value.digits} digits, more than this process reads "
+            f"from text ({limit}; see sys.set_int_max_str_digits)"
+        )
     return value
 
 
+def _format_path(path: tuple[str | int, ...]) -> str:
+    steps = [f"[{_brief(step)}]" if isinstance(step, str) else f"[{step}]" for step in path]
+    if path and isinstance(path[0], str):
+        return _path(f"argument {_brief(path[0])}", steps[1:])
+    return _path("payload", steps)
+
+
+def _decode_iso(kind: type[dt.date] | type[dt.time]) -> Callable[[Any], Any]:
+    name = kind.__name__
+
+    def decode_iso(value: Any) -> Any:
+        text = _expect(value, str, name, "ISO 8601 text")
+        try:
+            return kind.fromisoformat(text)
+        except ValueError:
+            raise _Unreadable(f"is a tagged {name} whose text is not an ISO 8601 {name}") from None
+
+    return decode_iso
+
+
+def _decode_timedelta(value: Any) -> dt.timedelta:
+    parts = _expect(value, list, "timedelta", "[days, seconds, microseconds]")
+    if len(parts) != 3 or any(type(part) is not int for part in parts):
+        raise _Unreadable("is a tagged timedelta that is not [days, seconds, microseconds] in integers")
+    try:
+        return dt.timedelta(days=parts[0], seconds=parts[1], microseconds=parts[2])
+    except OverflowError:
+        raise _Unreadable("is a tagged timedelta out of range (at most 999999999 days)") from None
+
+
+def _decode_uuid(value: Any) -> uuid.UUID:
+    try:
+        return uuid.UUID(_expect(value, str, "uuid", "text"))
+    except ValueError:
+        raise _Unreadable("is a tagged uuid whose text is not a UUID") from None
+
+
+def _decode_decimal(value: Any) -> decimal.Decimal:
+    try:
+        number = decimal.Decimal(_expect(value, str, "decimal", "text"))
+    except decimal.InvalidOperation:
+        raise _Unreadable("is a tagged decimal whose text is not a number a Decimal can hold") from None
+    if number.is_nan():
+        raise _Unreadable("is a tagged decimal that is NaN, which encode never stores")
+    return number
+
+
+def _decode_collection(kind: type[tuple[Any, ...]] | type[set[Any]] | type[frozenset[Any]]) -> Any:
+    name = kind.__name__
+
+    def decode_collection(value: Any) -> Any:
+        items = _expect(value, list, name, "an array")
+        try:
+            return kind(items)
+        except TypeError:  # an array or an object cannot be a member of a set
+            raise _Unreadable(f"is a tagged {name} holding an item that cannot be in a {name}") from None
+
+    return decode_collection
+
+
+def _expect(value: Any, kind: type, tag: str, expected: str) -> Any:
+    if not isinstance(value, kind):
+        raise _Unreadable(f"is a tagged {tag} whose 'v' is {_json_kind(value)}; expected {expected}")
+    return value
+
+
+_DECODERS: dict[str, Callable[[Any], Any]] = {
+    "datetime": _decode_iso(dt.datetime),
+    "date": _decode_iso(dt.date),
+    "time": _decode_iso(dt.time),
+    "timedelta": _decode_timedelta,
+    "uuid": _decode_uuid,
+    "decimal": _decode_decimal,
+    "tuple": _decode_collection(tuple),
+    "set": _decode_collection(set),
+    "frozenset": _decode_collection(frozenset),
+}
+
+
 # -- messages ------------------------------------------------------------------------------------------------
+
+_JSON_KINDS: list[tuple[Any, str]] = [
+    (bool, "a boolean"),
+    (int | float, "a number"),
+    (str, "a string"),
+    (list, "an array"),
+]
+
+
+def _json_kind(value: Any) -> str:
+    """What a decoded JSON value is, in JSON's words: never the value itself."""
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "an object"
+    for kind, words in _JSON_KINDS:
+        if isinstance(value, kind):
+            return words
+    return f"a tagged {type(value).__name__}"
 
 
 def _path(head: str, steps: list[str]) -> str:

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+import threading
 import uuid
 
 import pytest
@@ -283,48 +284,163 @@ def test_a_decimal_infinity_or_extreme_exponent_round_trips(number):
 # -- what no longer decodes ----------------------------------------------------------------------------------
 
 UNDECODABLE = [
-    pytest.param("{not json", "payload is not valid JSON", id="invalid JSON"),
+    pytest.param("{not json", "payload is not valid JSON: Expecting property name", id="invalid JSON"),
     pytest.param("", "payload is not valid JSON", id="empty text"),
-    pytest.param("[1, 2]", "payload is a JSON list, not an object of arguments", id="a list"),
-    pytest.param('"text"', "payload is a JSON str, not an object of arguments", id="a string"),
-    pytest.param("null", "payload is a JSON NoneType", id="null"),
-    pytest.param('{"x": {"$bw": "pickle", "v": "..."}}', "unknown payload tag 'pickle'", id="unknown tag"),
-    pytest.param('{"x": {"$bw": 5, "v": 1}}', "unknown payload tag 5", id="a number as the tag"),
-    pytest.param('{"x": {"$bw": ["date"], "v": 1}}', "unknown payload tag ['date']", id="a list as the tag"),
-    pytest.param('{"x": {"$bw": {}, "v": 1}}', "unknown payload tag {}", id="an object as the tag"),
-    pytest.param('{"x": {"$bw": true, "v": 1}}', "unknown payload tag True", id="a bool as the tag"),
+    pytest.param("[1, 2]", "payload is an array, not an object of arguments", id="a list"),
+    pytest.param('"text"', "payload is a string, not an object of arguments", id="a string"),
+    pytest.param("null", "payload is null, not an object of arguments", id="null"),
+    pytest.param(
+        '{"$bw": "tuple", "v": []}', "payload is a tagged tuple, not an object", id="a tagged payload"
+    ),
+    pytest.param(
+        '{"x": {"$bw": "pickle", "v": "..."}}',
+        "argument 'x' has an unknown payload tag 'pickle'",
+        id="unknown tag",
+    ),
+    pytest.param(
+        '{"x": {"$bw": 5, "v": 1}}', "unknown payload tag that is a number", id="a number as the tag"
+    ),
+    pytest.param(
+        '{"x": {"$bw": ["date"], "v": 1}}', "unknown payload tag that is an array", id="a list as the tag"
+    ),
+    pytest.param(
+        '{"x": {"$bw": {}, "v": 1}}', "unknown payload tag that is an object", id="an object as the tag"
+    ),
+    pytest.param(
+        '{"x": {"$bw": true, "v": 1}}', "unknown payload tag that is a boolean", id="a bool as the tag"
+    ),
+    pytest.param(
+        '{"x": {"$bw": null, "v": 1}}', "argument 'x' has an unknown payload tag that is null", id="null tag"
+    ),
     pytest.param(
         '{"x": {"$bw": "pickle", "w": 1}}', "unknown payload tag 'pickle'", id="unknown tag and wrong keys"
     ),
     pytest.param(
         '{"x": {"$bw": "date", "v": "2026-01-01", "w": 1}}',
-        "a tagged date value has keys ['$bw', 'v', 'w']; expected exactly '$bw' and 'v'",
+        "argument 'x' is a tagged date value with keys '$bw', 'v', 'w'; expected exactly '$bw' and 'v'",
         id="a tag with extra keys",
     ),
     pytest.param(
         '{"x": {"$bw": "date"}}',
-        "a tagged date value has keys ['$bw']; expected exactly '$bw' and 'v'",
+        "argument 'x' is a tagged date value with keys '$bw'; expected exactly '$bw' and 'v'",
         id="a tag without a value",
     ),
     pytest.param(
         '{"x": {"$bw": "uuid", "value": "x"}}',
-        "a tagged uuid value has keys ['$bw', 'value']; expected exactly '$bw' and 'v'",
+        "argument 'x' is a tagged uuid value with keys '$bw', 'value'; expected exactly '$bw' and 'v'",
         id="a tag with a misspelt value key",
     ),
     pytest.param(
         '{"x": [{"$bw": "tuple", "v": [1], "extra": {"$bw": "date", "v": "2026-01-01"}}]}',
-        "a tagged tuple value has keys ['$bw', 'extra', 'v']; expected exactly '$bw' and 'v'",
+        "argument 'x'[0] is a tagged tuple value with keys '$bw', 'extra', 'v'; "
+        "expected exactly '$bw' and 'v'",
         id="a nested tag with extra keys",
     ),
-    pytest.param('{"x": {"$bw": "date", "v": "yesterday"}}', "bad date value 'yesterday'", id="bad date"),
-    pytest.param('{"x": {"$bw": "datetime", "v": 5}}', "bad datetime value 5", id="datetime from a number"),
-    pytest.param('{"x": {"$bw": "time", "v": "25:00"}}', "bad time value", id="bad time"),
-    pytest.param('{"x": {"$bw": "timedelta", "v": [1]}}', "bad timedelta value", id="short timedelta"),
-    pytest.param('{"x": {"$bw": "timedelta", "v": "x"}}', "bad timedelta value", id="timedelta from text"),
-    pytest.param('{"x": {"$bw": "uuid", "v": "not-a-uuid"}}', "bad uuid value", id="bad uuid"),
-    pytest.param('{"x": {"$bw": "decimal", "v": "abc"}}', "bad decimal value 'abc'", id="bad decimal"),
-    pytest.param('{"x": {"$bw": "tuple", "v": 5}}', "bad tuple value 5", id="tuple from a number"),
-    pytest.param('{"x": {"$bw": "set", "v": [[1]]}}', "bad set value", id="set of unhashable items"),
+    pytest.param(
+        '{"x": {"$bw": "date", "v": "yesterday"}}',
+        "argument 'x' is a tagged date whose text is not an ISO 8601 date",
+        id="bad date",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "date", "v": "10000-01-01"}}',
+        "argument 'x' is a tagged date whose text is not an ISO 8601 date",
+        id="a year past 9999",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "datetime", "v": 5}}',
+        "argument 'x' is a tagged datetime whose 'v' is a number; expected ISO 8601 text",
+        id="datetime from a number",
+    ),
+    pytest.param('{"x": {"$bw": "time", "v": "25:00"}}', "is a tagged time whose text is not", id="bad time"),
+    pytest.param(
+        '{"x": {"$bw": "timedelta", "v": [1]}}',
+        "argument 'x' is a tagged timedelta that is not [days, seconds, microseconds] in integers",
+        id="short timedelta",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "timedelta", "v": [1, 2, 3, 4]}}',
+        "is a tagged timedelta that is not [days, seconds, microseconds]",
+        id="long timedelta",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "timedelta", "v": [1.5, 0, 0]}}',
+        "is a tagged timedelta that is not [days, seconds, microseconds] in integers",
+        id="timedelta of floats",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "timedelta", "v": {"0": 1}}}',
+        "argument 'x' is a tagged timedelta whose 'v' is an object; expected [days, seconds, microseconds]",
+        id="timedelta from an object",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "timedelta", "v": "x"}}',
+        "is a tagged timedelta whose 'v' is a string",
+        id="timedelta from text",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "timedelta", "v": [1000000000, 0, 0]}}',
+        "argument 'x' is a tagged timedelta out of range (at most 999999999 days)",
+        id="timedelta overflow",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "uuid", "v": "not-a-uuid"}}',
+        "argument 'x' is a tagged uuid whose text is not a UUID",
+        id="bad uuid",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "decimal", "v": "abc"}}',
+        "is a tagged decimal whose text is not a number",
+        id="bad decimal",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "decimal", "v": "1E+9999999999999999999999"}}',
+        "is a tagged decimal whose text is not a number a Decimal can hold",
+        id="decimal exponent out of range",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "decimal", "v": 1.5}}', "is a tagged decimal whose 'v' is a number", id="float decimal"
+    ),
+    pytest.param(
+        '{"x": {"$bw": "decimal", "v": "sNaN"}}', "is a tagged decimal that is NaN", id="decimal NaN"
+    ),
+    pytest.param(
+        '{"x": {"$bw": "tuple", "v": 5}}',
+        "argument 'x' is a tagged tuple whose 'v' is a number; expected an array",
+        id="tuple from a number",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "tuple", "v": "abc"}}', "is a tagged tuple whose 'v' is a string", id="tuple from text"
+    ),
+    pytest.param(
+        '{"x": {"$bw": "set", "v": [[1]]}}',
+        "argument 'x' is a tagged set holding an item that cannot be in a set",
+        id="set of unhashable items",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "frozenset", "v": [{"a": 1}]}}',
+        "is a tagged frozenset holding an item that cannot be in a frozenset",
+        id="frozenset of objects",
+    ),
+    pytest.param(
+        '{"x": {"$bw": "date", "v": {"$bw": "date", "v": "2026-01-01"}}}',
+        "is a tagged date whose 'v' is a tagged date; expected ISO 8601 text",
+        id="a tag inside a tag",
+    ),
+    pytest.param(
+        '[{"$bw": "nope", "v": 1}]',
+        "payload[0] has an unknown payload tag 'nope'",
+        id="a bad tag in a top list",
+    ),
+    pytest.param(
+        '{"rows": [1, {"when": [{"$bw": "date", "v": "x"}]}]}',
+        "argument 'rows'[1]['when'][0] is a tagged date whose text is not an ISO 8601 date",
+        id="the path to a nested tag",
+    ),
+    pytest.param(
+        '{"a": {"$bw": "date", "v": "x"}, "b": [}',
+        "payload is not valid JSON: Expecting value",
+        id="a bad tag before broken JSON",
+    ),
 ]
 
 
@@ -345,6 +461,70 @@ def test_a_payload_decode_error_is_a_value_error():
     assert issubclass(PayloadDecodeError, ValueError)
 
 
-def test_a_null_tag_is_a_decode_error_not_a_plain_dict():
-    with pytest.raises(PayloadDecodeError, match="unknown payload tag None"):
-        decode('{"a": {"$bw": null, "v": 1}}')
+# -- what used to halt a worker ------------------------------------------------------------------------------
+
+
+def test_nesting_a_hundred_thousand_deep_is_a_decode_error():
+    with pytest.raises(PayloadDecodeError, match="payload nests too deeply to read"):
+        decode('{"deep": ' + "[" * 100_000 + "]" * 100_000 + "}")
+
+
+def test_nesting_too_deep_is_a_decode_error_in_a_worker_thread_too():
+    errors = []
+
+    def read():
+        try:
+            decode('{"deep": ' + '{"a":' * 100_000 + "1" + "}" * 100_001)
+        except Exception as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=read)
+    worker.start()
+    worker.join()
+    assert [type(exc) for exc in errors] == [PayloadDecodeError]
+
+
+def test_an_integer_this_process_cannot_read_is_a_decode_error_naming_where_it_is():
+    digits = sys.get_int_max_str_digits() + 1
+    with pytest.raises(PayloadDecodeError) as caught:
+        decode('{"rows": [0, {"id": -' + "7" * digits + "}]}")
+    assert str(caught.value) == (
+        f"argument 'rows'[1]['id'] is an integer of {digits} digits, more than this process reads from text "
+        f"({digits - 1}; see sys.set_int_max_str_digits)"
+    )
+
+
+def test_text_that_is_not_a_string_is_a_decode_error():
+    with pytest.raises(PayloadDecodeError, match=r"payload does not decode \(TypeError\)"):
+        decode(None)
+
+
+def test_a_long_argument_name_is_cut_in_the_message():
+    with pytest.raises(PayloadDecodeError) as caught:
+        decode('{"' + "k" * 10_000 + '": {"$bw": "date", "v": "x"}}')
+    assert len(str(caught.value)) < 200
+
+
+# The value is someone's data: staff who may only view jobs see the cause, so it must never be quoted.
+SECRET = "hunter2-SECRET"
+CARRYING_A_SECRET = [
+    '{"x": {"$bw": "date", "v": "%s"}}',
+    '{"x": {"$bw": "datetime", "v": "2026-01-01T%s"}}',
+    '{"x": {"$bw": "time", "v": "%s"}}',
+    '{"x": {"$bw": "uuid", "v": "%s"}}',
+    '{"x": {"$bw": "decimal", "v": "%s"}}',
+    '{"x": {"$bw": "timedelta", "v": ["%s", 0, 0]}}',
+    '{"x": {"$bw": "tuple", "v": "%s"}}',
+    '{"x": {"$bw": "set", "v": [["%s"]]}}',
+    '{"x": {"$bw": "date", "v": ["%s"]}}',
+    '{"x": {"$bw": "date", "v": "2026-01-01", "w": "%s"}}',
+    '{"x": ["%s", {"$bw": "uuid", "v": "%s"}]}',
+]
+
+
+@pytest.mark.parametrize("template", CARRYING_A_SECRET)
+def test_a_decode_error_never_quotes_the_value(template):
+    with pytest.raises(PayloadDecodeError) as caught:
+        decode(template.replace("%s", SECRET))
+    assert SECRET not in str(caught.value)
+    assert "hunter2" not in str(caught.value)
