@@ -187,10 +187,20 @@ def _decimal_text(value: decimal.Decimal) -> str:
     return str(value)
 
 
+def _iso_text(value: dt.datetime | dt.time) -> str:
+    text = value.isoformat()
+    if text[-16:-7] in ("+00:00:00", "-00:00:00"):  # an offset of +00:00:00.000001 up to -00:00:00.999999
+        raise _Refused(
+            "has a UTC offset of less than a second, which Python's fromisoformat reads back as UTC; "
+            "round the offset to whole seconds"
+        )
+    return text
+
+
 _ENCODERS: list[tuple[type, str, Callable[[Any], Any]]] = [
-    (dt.datetime, "datetime", lambda v: v.isoformat()),
+    (dt.datetime, "datetime", _iso_text),
     (dt.date, "date", lambda v: v.isoformat()),
-    (dt.time, "time", lambda v: v.isoformat()),
+    (dt.time, "time", _iso_text),
     (dt.timedelta, "timedelta", lambda v: [v.days, v.seconds, v.microseconds]),
     (uuid.UUID, "uuid", str),
     (decimal.Decimal, "decimal", _decimal_text),

@@ -281,6 +281,34 @@ def test_a_decimal_infinity_or_extreme_exponent_round_trips(number):
     assert (back, str(back)) == (value, str(value))
 
 
+@pytest.mark.parametrize(
+    "offset",
+    [dt.timedelta(microseconds=1), -dt.timedelta(microseconds=999_999)],
+    ids=["+00:00:00.000001", "-00:00:00.999999"],
+)
+@pytest.mark.parametrize("kind", ["datetime", "time"])
+def test_an_offset_of_less_than_a_second_is_refused_because_python_reads_it_back_as_utc(kind, offset):
+    zone = dt.timezone(offset)
+    value = dt.datetime(2026, 1, 1, tzinfo=zone) if kind == "datetime" else dt.time(12, tzinfo=zone)
+    with pytest.raises(PayloadError, match="argument 'at' has a UTC offset of less than a second"):
+        encode({"at": value})
+
+
+@pytest.mark.parametrize(
+    "offset",
+    [
+        dt.timedelta(seconds=30),
+        dt.timedelta(hours=1, microseconds=5),
+        -dt.timedelta(minutes=1, microseconds=5),
+    ],
+    ids=["+00:00:30", "+01:00:00.000005", "-00:01:00.000005"],
+)
+def test_an_offset_with_seconds_or_a_fraction_of_them_round_trips(offset):
+    value = dt.datetime(2026, 1, 1, 8, tzinfo=dt.timezone(offset))
+    back = decode(encode({"at": value}))["at"]
+    assert (back, back.utcoffset()) == (value, offset)
+
+
 # -- what no longer decodes ----------------------------------------------------------------------------------
 
 UNDECODABLE = [
