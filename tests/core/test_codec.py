@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import json
@@ -12,6 +13,8 @@ import threading
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from backwave_django.codec import MAX_DEPTH, MAX_INT_DIGITS, PayloadDecodeError, PayloadError, decode, encode
 
@@ -556,3 +559,215 @@ def test_a_decode_error_never_quotes_the_value(template):
         decode(template.replace("%s", SECRET))
     assert SECRET not in str(caught.value)
     assert "hunter2" not in str(caught.value)
+
+
+# -- properties ----------------------------------------------------------------------------------------------
+# For any value: it round-trips exactly, or encode refuses it with PayloadError, and for the reasons the
+# bounds give (never another exception). For any text: decode returns arguments or raises PayloadDecodeError.
+
+PROPERTY = settings(max_examples=200, deadline=None)
+
+any_text = st.text(st.characters(codec=None, categories=None))  # lone surrogates and NUL included
+# Around our bound (4000 digits) and around Python's default limit for reading ints from text (4300).
+near_the_bound = st.sampled_from(
+    [MAX_INT_DIGITS - 1, MAX_INT_DIGITS, MAX_INT_DIGITS + 1, 4300, 4301]
+).flatmap(lambda digits: st.sampled_from([10**digits - 1, 10**digits, -(10**digits) + 1, -(10**digits)]))
+odd_decimals = st.sampled_from(
+    [decimal.Decimal(text) for text in ["sNaN", "-NaN7", "-0", "1E+999999", "-Infinity", "1.10"]]
+)
+day = dt.timedelta(days=1) - dt.timedelta(microseconds=1)
+offsets = st.none() | st.just(UTC) | st.timedeltas(min_value=-day, max_value=day).map(dt.timezone)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers() | near_the_bound,
+    st.floats(),
+    any_text,
+    st.decimals(allow_nan=True, allow_infinity=True) | odd_decimals,
+    st.dates(),
+    st.times(timezones=offsets),
+    st.datetimes(timezones=offsets),
+    st.timedeltas(),
+    st.uuids(),
+)
+hashables = st.recursive(
+    scalars.filter(lambda v: not (isinstance(v, decimal.Decimal) and v.is_snan())),  # sNaN cannot be hashed
+    lambda inner: st.lists(inner, max_size=3).map(tuple) | st.frozensets(inner, max_size=3),
+    max_leaves=8,
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(any_text, inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.sets(hashables, max_size=4),
+        st.frozensets(hashables, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+def canonical(value):
+    """A form that tells apart what == does not: -0.0 from 0.0, Decimal 1.10 from 1.1, +01:00 from UTC."""
+    if isinstance(value, dict):
+        return ("dict", [(key, canonical(item)) for key, item in value.items()])
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, [canonical(item) for item in value])
+    if isinstance(value, set | frozenset):
+        return (type(value).__name__, sorted(repr(canonical(item)) for item in value))
+    if isinstance(value, dt.date | dt.time):
+        return (type(value).__name__, value.isoformat())
+    return (type(value).__name__, repr(value))
+
+
+def has_surrogate(text):
+    return any(0xD800 <= ord(char) <= 0xDFFF for char in text)
+
+
+def should_be_refused(value, depth=0):
+    """The bounds, written out plainly: what encode must refuse."""
+    if isinstance(value, str):
+        return has_surrogate(value)
+    if isinstance(value, float):
+        return value != value or value in (float("inf"), float("-inf"))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return abs(value) >= 10**MAX_INT_DIGITS
+    if isinstance(value, decimal.Decimal):
+        return value.is_nan()
+    if isinstance(value, dt.datetime | dt.time) and value.utcoffset() is not None:
+        return dt.timedelta(0) < abs(value.utcoffset()) < dt.timedelta(seconds=1)
+    if isinstance(value, dict):
+        keys = any(has_surrogate(key) for key in value)
+        return depth >= MAX_DEPTH or keys or any(should_be_refused(v, depth + 1) for v in value.values())
+    if isinstance(value, list | tuple | set | frozenset):
+        return depth >= MAX_DEPTH or any(should_be_refused(item, depth + 1) for item in value)
+    return False
+
+
+def assert_storable(text):
+    assert "\x00" not in text  # PostgreSQL text cannot hold NUL
+    text.encode("utf-8")  # no lone surrogate: valid UTF-8 for any database
+
+
+@PROPERTY
+@given(value=values)
+def test_any_value_round_trips_exactly_or_is_refused_for_a_stated_bound(value):
+    try:
+        text = encode({"value": value})
+    except PayloadError:
+        assert should_be_refused(value)
+        return
+    assert not should_be_refused(value)
+    assert_storable(text)
+    assert canonical(decode(text)["value"]) == canonical(value)
+
+
+@settings(max_examples=50, deadline=None)
+@given(kinds=st.lists(st.sampled_from([list, dict, tuple]), min_size=MAX_DEPTH - 2, max_size=MAX_DEPTH + 2))
+def test_any_mix_of_containers_round_trips_up_to_the_maximum_depth(kinds):
+    value = dt.datetime(2026, 1, 1, tzinfo=IST)
+    for kind in kinds:
+        value = {"k": value} if kind is dict else kind([value])
+    if len(kinds) > MAX_DEPTH:
+        with pytest.raises(PayloadError, match="is nested deeper than"):
+            encode({"value": value})
+    else:
+        assert decode(encode({"value": value})) == {"value": value}
+
+
+@PROPERTY
+@given(text=any_text)
+def test_any_text_decodes_or_raises_a_decode_error(text):
+    with contextlib.suppress(PayloadDecodeError):
+        assert isinstance(decode(text), dict)
+
+
+json_scalars = st.none() | st.booleans() | st.integers() | near_the_bound | st.floats() | any_text
+tags = st.sampled_from(
+    ["datetime", "date", "time", "timedelta", "uuid", "decimal", "tuple", "set", "frozenset"]
+)
+
+
+# What a tagged value's 'v' could be: anything, or close to what a decoder expects.
+near_tag_values = st.one_of(
+    st.lists(st.integers(), min_size=2, max_size=4),
+    st.dates().map(str),
+    st.datetimes().map(str),
+    st.decimals(allow_nan=True).map(str),
+    st.uuids().map(str),
+)
+
+
+def tagged(inner):
+    tag = tags | json_scalars
+    extra = st.dictionaries(any_text, inner, max_size=1)
+    return st.builds(lambda t, v, more: {**more, "$bw": t, "v": v}, tag, inner | near_tag_values, extra)
+
+
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(any_text, inner, max_size=4) | tagged(inner),
+    max_leaves=15,
+)
+
+
+@PROPERTY
+@given(payload=st.dictionaries(any_text, json_values, max_size=4) | json_values)
+def test_any_json_with_any_tags_decodes_or_raises_a_decode_error(payload):
+    with int_digits_unlimited():  # another service may write integers this process cannot read
+        text = json.dumps(payload)
+    with contextlib.suppress(PayloadDecodeError):
+        decode(text)
+
+
+@contextlib.contextmanager
+def int_digits_unlimited():
+    previous = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        yield
+    finally:
+        sys.set_int_max_str_digits(previous)
+
+
+EDITS = ["", "[", "]", "{", "}", '"', "\\", ":", ",", "0", "9" * 5000, "-", "e", "\ud800", "\x00", '{"$bw":']
+
+
+@PROPERTY
+@given(value=values, data=st.data())
+def test_a_mutated_payload_decodes_or_raises_a_decode_error(value, data):
+    try:
+        text = encode({"value": value})
+    except PayloadError:
+        return
+    for _ in range(data.draw(st.integers(1, 3))):
+        start = data.draw(st.integers(0, len(text)))
+        end = data.draw(st.integers(start, min(len(text), start + 8)))
+        text = text[:start] + data.draw(st.sampled_from(EDITS) | any_text) + text[end:]
+    with contextlib.suppress(PayloadDecodeError):
+        decode(text)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    depth=st.integers(0, 120_000),
+    opener=st.sampled_from(["[", '{"a":', '{"$bw":"tuple","v":[', '{"$bw":"date","v":']),
+)
+def test_json_nested_to_any_depth_decodes_or_raises_a_decode_error(depth, opener):
+    closer = {"[": "]", '{"a":': "}", '{"$bw":"tuple","v":[': "]}", '{"$bw":"date","v":': "}"}[opener]
+    with contextlib.suppress(PayloadDecodeError):
+        decode('{"deep":' + opener * depth + "1" + closer * depth + "}")
+
+
+secrets = st.text(alphabet="QZXJ", min_size=8, max_size=12)
+
+
+@PROPERTY
+@given(tag=tags, secret=secrets, shape=st.sampled_from(["{}", "[{}]", "[[{}]]", "[{}, 0, 0]", '{"k": {}}']))
+def test_a_decode_error_never_quotes_a_value(tag, secret, shape):
+    value = shape.replace("{}", json.dumps(secret)) if shape != "{}" else json.dumps(secret)
+    try:
+        decode(f'{{"x": {{"$bw": "{tag}", "v": {value}}}}}')
+    except PayloadDecodeError as exc:
+        assert secret not in str(exc)
