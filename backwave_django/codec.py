@@ -93,16 +93,13 @@ def _encode(value: Any, depth: int) -> Any:
         if not math.isfinite(value):
             raise _Refused(f"is {value!r}, which JSON cannot represent")
         return value
+    if isinstance(value, dict | list):  # the common containers first: the tagged types are rarer
+        return _encode_container(value, depth)
     for kind, tag, encode_scalar in _ENCODERS:
         if isinstance(value, kind):
             return {TAG: tag, "v": encode_scalar(value)}
-    if isinstance(value, list | tuple | set | frozenset | Mapping):
-        if depth >= MAX_DEPTH:
-            raise _Refused(
-                f"is nested deeper than {MAX_DEPTH} containers (lists, dicts, tuples, sets), or contains "
-                "itself; flatten it, or pass the deep part as JSON text"
-            )
-        return _encode_container(value, depth + 1)
+    if isinstance(value, tuple | set | frozenset | Mapping):
+        return _encode_container(value, depth)
     raise _Refused(
         f"is a {type(value).__module__}.{type(value).__qualname__}, which cannot be stored in a job "
         "payload; pass plain data instead (for a model instance, pass its primary key and load it in the job)"
@@ -110,6 +107,12 @@ def _encode(value: Any, depth: int) -> Any:
 
 
 def _encode_container(value: Any, depth: int) -> Any:
+    if depth >= MAX_DEPTH:
+        raise _Refused(
+            f"is nested deeper than {MAX_DEPTH} containers (lists, dicts, tuples, sets), or contains "
+            "itself; flatten it, or pass the deep part as JSON text"
+        )
+    depth += 1
     if isinstance(value, list):
         return _encode_items(value, depth)
     if isinstance(value, Mapping):
