@@ -214,11 +214,7 @@ _ENCODERS: list[tuple[type, str, Callable[[Any], Any]]] = [
 
 
 class _Unreadable(Exception):
-    """A tagged value that does not decode; the problem never quotes the value."""
-
-    def __init__(self, problem: str) -> None:
-        super().__init__(problem)
-        self.problem = problem
+    """A tagged value that does not decode: its message is the problem, which never quotes the value."""
 
 
 def decode(text: str) -> dict[str, Any]:
@@ -262,7 +258,7 @@ def _why_unreadable(text: str, exc: Exception) -> str:
     if located is not None:
         return located
     if isinstance(exc, _Unreadable):
-        return f"a value in the payload {exc.problem}"
+        return f"a value in the payload {exc}"
     return f"payload does not decode ({type(exc).__name__})"
 
 
@@ -270,8 +266,8 @@ def _locate(text: str) -> str | None:
     """The first problem in ``text`` with its path, by a slower second reading; None if it finds none."""
     try:
         _decode_at(json.loads(text, parse_int=_int_or_too_long), ())
-    except _Located as found:
-        return found.message
+    except PayloadDecodeError as found:
+        return str(found)
     except json.JSONDecodeError as exc:  # a tag failed before the reading reached the broken part
         return f"payload is not valid JSON: {exc}"
     except MemoryError:
@@ -279,12 +275,6 @@ def _locate(text: str) -> str | None:
     except Exception:
         return None
     return None
-
-
-class _Located(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class _TooLong:
@@ -302,7 +292,7 @@ def _int_or_too_long(digits: str) -> int | _TooLong:
 
 
 def _decode_at(value: Any, path: tuple[str | int, ...]) -> Any:
-    """``value`` decoded as the hook would, depth first, raising _Located at the first problem."""
+    """``value`` decoded as the hook would, depth first; the first problem raises with its path."""
     if isinstance(value, list):
         return [_decode_at(item, (*path, index)) for index, item in enumerate(value)]
     if isinstance(value, dict):
@@ -310,10 +300,10 @@ def _decode_at(value: Any, path: tuple[str | int, ...]) -> Any:
         try:
             return _decode_hook(obj)
         except _Unreadable as exc:
-            raise _Located(f"{_format_path(path)} {exc.problem}") from None
+            raise PayloadDecodeError(f"{_format_path(path)} {exc}") from None
     if isinstance(value, _TooLong):
         limit = sys.get_int_max_str_digits()
-        raise _Located(
+        raise PayloadDecodeError(
             f"{_format_path(path)} is an integer of {value.digits} digits, more than this process reads "
             f"from text ({limit}; see sys.set_int_max_str_digits)"
         )
