@@ -1,4 +1,5 @@
-"""What encode and clean return is written and read back unchanged, on SQLite and PostgreSQL alike.
+"""What encode and clean return is written and read back unchanged, on SQLite and PostgreSQL alike; a stored
+payload that no longer decodes quarantines its job with a storable cause that never quotes the value.
 
 Run once per database like the rest of the suite (PostgreSQL with DATABASE_URL=postgres://...). The values
 come from the codec's property tests, lone surrogates and NUL characters included.
@@ -17,6 +18,7 @@ from backwave_django.codec import MAX_DEPTH, MAX_INT_DIGITS, PayloadError, decod
 from backwave_django.core.text import MAX_DETAIL_BYTES, clean
 from backwave_django.models import Job
 
+from .. import jobs
 from ..core.test_codec import any_text, canonical, values
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -94,3 +96,42 @@ def test_a_raw_nul_cannot_be_written_to_postgresql(db):
         pytest.skip("SQLite stores a raw NUL; PostgreSQL text cannot")
     with pytest.raises(DataError, match="cannot contain NUL"), transaction.atomic():
         stored(terminal_cause="a\x00b")
+
+
+# What used to halt a worker: each of these payloads made decoding raise something other than
+# PayloadDecodeError. Now the job is quarantined, the pump goes on, and the cause names the problem.
+UNREADABLE = [
+    pytest.param("[" * 100_000 + "]" * 100_000, "payload nests too deeply to read", id="nested 100,000 deep"),
+    pytest.param("7" * 5000, "argument 'a' is an integer of 5000 digits", id="5,000 digits"),
+    pytest.param(
+        '{"$bw": "timedelta", "v": [1000000000, 0, 0]}',
+        "argument 'a' is a tagged timedelta out of range",
+        id="a timedelta that overflows",
+    ),
+    pytest.param(
+        '{"$bw": "timedelta", "v": {"0": 1}}',
+        "argument 'a' is a tagged timedelta whose 'v' is an object",
+        id="a dict",
+    ),
+    pytest.param(
+        '[0, {"$bw": "date", "v": "SECRET"}]',
+        "argument 'a'[1] is a tagged date whose text is not an ISO 8601 date",
+        id="a date that is not one",
+    ),
+]
+
+
+@pytest.mark.parametrize(("value", "cause"), UNREADABLE)
+def test_a_payload_that_no_longer_decodes_quarantines_its_job_with_a_cause_that_never_quotes_it(
+    backwave_pump, value, cause
+):
+    now = backwave_pump.now
+    text = '{"a": ' + value + ', "b": "SECRET"}'
+    unreadable = Job.objects.create(wire_name="tests.add", payload=text, due_at=now, created_at=now)
+    readable = jobs.add.enqueue(a=1, b=2)
+    outcomes = {execution.job_id: execution.outcome for execution in backwave_pump.run_due()}
+    assert outcomes == {unreadable.id: "unroutable", readable.id: "succeeded"}
+    unreadable.refresh_from_db()
+    assert unreadable.state == "quarantined"
+    assert cause in unreadable.terminal_cause
+    assert "SECRET" not in unreadable.terminal_cause
