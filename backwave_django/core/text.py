@@ -30,25 +30,32 @@ def _storable(text: str) -> str:
 
 
 def clean(text: object, max_bytes: int = MAX_MESSAGE_BYTES, *, keep: str = "start") -> str:
-    """``text`` made storable and cut to ``max_bytes`` bytes of UTF-8 (``keep``: "start" or "end")."""
-    value = _storable(text if isinstance(text, str) else _safe_str(text))
+    """``text`` made storable and cut to ``max_bytes`` bytes of UTF-8 (``keep``: "start" or "end").
+
+    A cut text carries :data:`CUT_MARK` where it was cut, unless the bound leaves no room for the mark.
+    """
+    value = _storable(_safe_str(text))
     if len(value) * 4 <= max_bytes:
         return value  # cannot exceed the bound, whatever its characters
     data = value.encode("utf-8")
     if len(data) <= max_bytes:
         return value
-    room = max(0, max_bytes - len(CUT_MARK))
+    mark = CUT_MARK if max_bytes > len(CUT_MARK) else ""
+    room = max(0, max_bytes - len(mark))
     if keep == "end":
-        return CUT_MARK + data[len(data) - room :].decode("utf-8", "ignore")
-    return data[:room].decode("utf-8", "ignore") + CUT_MARK
+        return mark + data[len(data) - room :].decode("utf-8", "ignore")
+    return data[:room].decode("utf-8", "ignore") + mark
 
 
 def _safe_str(value: object) -> str:
+    """``str(value)`` as a plain ``str`` (never a subclass, whose methods could raise); never raises."""
+    if type(value) is str:
+        return value
     try:
-        text = str(value)
+        text = value if isinstance(value, str) else str(value)
+        return str.__str__(text)  # a plain copy of a str subclass, without calling its methods
     except BaseException:  # a hostile __str__ must not escape into the Pump
         return f"<{type(value).__name__} whose str() raised>"
-    return text if isinstance(text, str) else f"<{type(value).__name__}>"
 
 
 def describe(exc: BaseException, max_bytes: int = MAX_MESSAGE_BYTES) -> str:
