@@ -151,5 +151,5 @@ def test_a_stored_payload_that_fails_to_decode_is_quarantined_without_quoting_it
         wait_until(lambda: Job.objects.get(id=ok.id).state == "succeeded")
         assert node.pumps[0].health == "running"
     row.refresh_from_db()
-    assert "7777" not in row.terminal_cause and "999999" not in row.terminal_cause
+    assert "7777" not in row.terminal_cause and "999999999999" not in row.terminal_cause
     assert len(row.terminal_cause) < 300
