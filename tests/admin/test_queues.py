@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from django.test import Client
 
-from backwave_django import queues
+from backwave_django.admin import queue_rows
 from backwave_django.models import AuditRecord, Job, QueueSettings
 
 from ..conftest import T0
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 URL = "/admin/backwave_django/queuesettings/"
 
 
-def row(client: Client, queue: str) -> queues.QueueRow:
+def row(client: Client, queue: str) -> queue_rows.QueueRow:
     return next(r for r in client.get(URL).context["rows"] if r.queue == queue)
 
 
@@ -45,7 +45,7 @@ def test_settings_rows_show_paused_and_limit(viewer: Client) -> None:
 
 
 def test_depths_are_bounded(monkeypatch: pytest.MonkeyPatch, viewer: Client) -> None:
-    monkeypatch.setattr(queues, "DEPTH_BOUND", 2)
+    monkeypatch.setattr(queue_rows, "DEPTH_BOUND", 2)
     JobFactory.create_batch(3, queue="deep")
     assert str(row(viewer, "deep").depths["scheduled"]) == "2+"
 

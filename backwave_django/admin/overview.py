@@ -9,10 +9,10 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from . import overview, queues
-from .admin_readonly import ReadOnlyAdmin
-from .admin_workers import describe_age
-from .models import Job, PumpStatus
+from ..models import Job, PumpStatus
+from . import chart, queue_rows
+from .readonly import ReadOnlyAdmin
+from .workers import describe_age
 
 TEMPLATE = "admin/backwave_django/overview.html"
 
@@ -29,20 +29,20 @@ class OverviewAdmin(ReadOnlyAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         now = timezone.now()
-        since, succeeded, failed = overview.outcomes_per_minute(now)
-        oldest = queues.oldest_due(now)
+        since, succeeded, failed = chart.outcomes_per_minute(now)
+        oldest = queue_rows.oldest_due(now)
         pumps = list(PumpStatus.objects.order_by("group", "worker_id"))
         context = {
             **self.admin_site.each_context(request),
             "title": "Overview",
             "opts": self.model._meta,
             "states": Job.State.labels,
-            "rows": queues.queue_rows(),
-            "bound": queues.DEPTH_BOUND,
-            "bars": overview.bars(since, succeeded, failed),
-            "chart_width": overview.MINUTES * overview.BAR_WIDTH,
-            "chart_height": overview.CHART_HEIGHT,
-            "bar_width": overview.BAR_WIDTH - 2,
+            "rows": queue_rows.queue_rows(),
+            "bound": queue_rows.DEPTH_BOUND,
+            "bars": chart.bars(since, succeeded, failed),
+            "chart_width": chart.MINUTES * chart.BAR_WIDTH,
+            "chart_height": chart.CHART_HEIGHT,
+            "bar_width": chart.BAR_WIDTH - 2,
             "succeeded_total": sum(succeeded),
             "failed_total": sum(failed),
             "oldest_due": [(queue, due, describe_age(now - due)) for queue, due in sorted(oldest.items())],

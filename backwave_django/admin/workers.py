@@ -11,8 +11,8 @@ from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.utils import timezone
 
-from .admin_readonly import ReadOnlyAdmin
-from .models import Lease, PumpStatus
+from ..models import Lease, PumpStatus
+from .readonly import ReadOnlyAdmin
 
 
 def describe_age(age: timedelta) -> str:

@@ -1,8 +1,7 @@
-"""The operations surface: jobs, quarantined and dead-lettered jobs, queues, workers and an overview.
+"""The Jobs, Quarantined jobs and Dead-lettered jobs pages: lists, search, and each job's read-only detail.
 
-Jobs are read-only here: no add, change or delete. Writes are admin actions that go through
-:mod:`backwave_django.operations` (the store's operator actions) with the acting user as the actor.
-Payloads and failure details need the ``view_job_payload`` permission; each write needs its own permission.
+Jobs are read-only here: no add, change or delete. Writes are the admin actions in :mod:`.actions`.
+Payloads and failure details need the ``view_job_payload`` permission.
 """
 
 from __future__ import annotations
@@ -13,75 +12,21 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
-from . import admin_actions, admin_overview, admin_queues, admin_workers
-from .admin_paging import BoundedPaginator
-from .admin_readonly import ReadOnlyAdmin
-from .models import (
-    AuditRecord,
-    DeadLetteredJob,
-    Job,
-    JobOverview,
-    Outcome,
-    PumpStatus,
-    QuarantinedJob,
-    QueueSettings,
-)
+from ..models import AuditRecord, Job, Outcome
+from . import actions
+from .filters import QueueFilter, RecentWireNameFilter, WireNameFilter
+from .paging import BoundedPaginator
+from .readonly import ReadOnlyAdmin
 
 HIDDEN = "hidden: needs the view_job_payload permission"
 PERM_PAYLOAD = "backwave_django.view_job_payload"
 PERM_REQUEUE = "backwave_django.requeue_job"
 PERM_CANCEL = "backwave_django.cancel_job"
-RECENT_ROWS = 1_000  # the Quarantined and Dead-lettered pages list the wire names of this many newest rows
 SHOWN_OUTCOMES = 200  # a job has one outcome per Attempt; the detail page shows the latest ones
 
 
 def can_see_payload(request: HttpRequest) -> bool:
     return bool(request.user.has_perm(PERM_PAYLOAD))
-
-
-class _ValuesFilter(admin.SimpleListFilter):
-    """Filter by one column's values, listed from a cheap source rather than a DISTINCT over the table."""
-
-    field = ""
-
-    def values(self) -> list[str]:
-        raise NotImplementedError
-
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
-        return [(value, value) for value in self.values()]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        value = self.value()
-        return queryset.filter(**{self.field: value}) if value else queryset
-
-
-class QueueFilter(_ValuesFilter):
-    title = "queue"
-    parameter_name = field = "queue"
-
-    def values(self) -> list[str]:
-        from . import queues
-
-        return queues.known_queues()
-
-
-class WireNameFilter(_ValuesFilter):
-    title = "wire name"
-    parameter_name = field = "wire_name"
-
-    def values(self) -> list[str]:
-        from .registry import registry
-
-        return sorted(registration.wire_name for registration in registry)
-
-
-class RecentWireNameFilter(WireNameFilter):
-    """The wire names among the page's newest rows (a quarantined job's may have no handler at all)."""
-
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
-        newest = model_admin.model._default_manager.order_by("-terminal_at", "-id")[:RECENT_ROWS]
-        names = sorted(set(newest.values_list("wire_name", flat=True)))
-        return [(name, name) for name in names]
 
 
 class JobAdmin(ReadOnlyAdmin):
@@ -94,7 +39,7 @@ class JobAdmin(ReadOnlyAdmin):
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER  # a count per filter choice would scan millions of rows
     list_per_page = 50
-    actions = [admin_actions.cancel]
+    actions = [actions.cancel]
     change_form_template = "admin/backwave_django/job/change_form.html"
     readonly_fields = ["id", "wire_name", "queue", "state", "attempts", "due_at", "created_at"]
 
@@ -162,7 +107,7 @@ class _TerminalJobAdmin(JobAdmin):
     list_display = ["id", "wire_name", "queue", "attempts", "terminal_at", "why"]
     list_filter = [QueueFilter, RecentWireNameFilter]
     ordering = ["-terminal_at", "-id"]
-    actions = [admin_actions.requeue, admin_actions.cancel]
+    actions = [actions.requeue, actions.cancel]
 
     @admin.display(description="why")
     def why(self, job: Job) -> str:
@@ -177,11 +122,3 @@ class DeadLetteredJobAdmin(_TerminalJobAdmin):
     @admin.display(description="why (last failure)")
     def why(self, job: Job) -> str:
         return f"{job.terminal_cause or '(no cause recorded)'} after {job.attempt} attempt(s)"
-
-
-admin.site.register(Job, JobAdmin)
-admin.site.register(QuarantinedJob, QuarantinedJobAdmin)
-admin.site.register(DeadLetteredJob, DeadLetteredJobAdmin)
-admin.site.register(QueueSettings, admin_queues.QueueSettingsAdmin)
-admin.site.register(PumpStatus, admin_workers.PumpStatusAdmin)
-admin.site.register(JobOverview, admin_overview.OverviewAdmin)

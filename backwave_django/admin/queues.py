@@ -14,10 +14,11 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
-from . import operations, queues
-from .admin_readonly import ReadOnlyAdmin
-from .models import Job
-from .store import StoreError
+from .. import operations
+from ..models import Job
+from ..store import StoreError
+from . import queue_rows
+from .readonly import ReadOnlyAdmin
 
 PERM_PAUSE = "backwave_django.pause_queue"
 TEMPLATE = "admin/backwave_django/queues.html"
@@ -45,9 +46,9 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
             "title": "Queues",
             "opts": self.model._meta,
             "states": Job.State.labels,
-            "rows": queues.queue_rows(),
+            "rows": queue_rows.queue_rows(),
             "can_control": self.has_pause_permission(request),
-            "bound": queues.DEPTH_BOUND,
+            "bound": queue_rows.DEPTH_BOUND,
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, TEMPLATE, context)
