@@ -15,8 +15,8 @@ from django.http import HttpRequest, HttpResponse
 from ..models import AuditRecord, Job, Outcome
 from . import actions
 from .filters import QueueFilter, RecentWireNameFilter, WireNameFilter
+from .guards import GuardedAdmin
 from .paging import BoundedPaginator
-from .readonly import ReadOnlyAdmin
 
 HIDDEN = "hidden: needs the view_job_payload permission"
 PERM_PAYLOAD = "backwave_django.view_job_payload"
@@ -29,7 +29,7 @@ def can_see_payload(request: HttpRequest) -> bool:
     return bool(request.user.has_perm(PERM_PAYLOAD))
 
 
-class JobAdmin(ReadOnlyAdmin):
+class JobAdmin(GuardedAdmin):
     list_display = ["id", "wire_name", "queue", "state", "attempts", "due_at", "last_change"]
     list_filter = ["state", QueueFilter, WireNameFilter]
     search_fields = ["wire_name"]
@@ -42,6 +42,8 @@ class JobAdmin(ReadOnlyAdmin):
     actions = [actions.cancel]
     change_form_template = "admin/backwave_django/job/change_form.html"
     readonly_fields = ["id", "wire_name", "queue", "state", "attempts", "due_at", "created_at"]
+    # The filters' parameters and plain lookups on listed columns; payloads and outcomes are never offered.
+    allowed_lookups = frozenset({"id", "state", "state__exact", "queue", "wire_name"})
 
     @admin.display(description="attempt / max")
     def attempts(self, job: Job) -> str:

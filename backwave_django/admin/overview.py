@@ -11,13 +11,13 @@ from django.utils import timezone
 
 from ..models import Job, PumpStatus
 from . import chart, queue_rows
-from .readonly import ReadOnlyAdmin
+from .guards import GuardedAdmin
 from .workers import describe_age
 
 TEMPLATE = "admin/backwave_django/overview.html"
 
 
-class OverviewAdmin(ReadOnlyAdmin):
+class OverviewAdmin(GuardedAdmin):
     """Not a list of rows: its changelist is the Overview page. Opens with Job's view permission."""
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:

@@ -18,7 +18,7 @@ from .. import operations
 from ..models import Job
 from ..store import StoreError
 from . import queue_rows
-from .readonly import ReadOnlyAdmin
+from .guards import GuardedAdmin
 
 PERM_PAUSE = "backwave_django.pause_queue"
 TEMPLATE = "admin/backwave_django/queues.html"
@@ -30,7 +30,7 @@ class QueueControlForm(forms.Form):
     concurrency_limit = forms.IntegerField(min_value=0, required=False)
 
 
-class QueueSettingsAdmin(ReadOnlyAdmin):
+class QueueSettingsAdmin(GuardedAdmin):
     def has_pause_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm(PERM_PAUSE))
 

@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from ..models import Lease, PumpStatus
-from .readonly import ReadOnlyAdmin
+from .guards import GuardedAdmin
 
 
 def describe_age(age: timedelta) -> str:
@@ -24,12 +24,13 @@ def describe_age(age: timedelta) -> str:
     return f"{seconds // 3600} h ago"
 
 
-class PumpStatusAdmin(ReadOnlyAdmin):
+class PumpStatusAdmin(GuardedAdmin):
     list_display = ["group", "worker_id", "host", "health", "reason", "last_beat_at", "last_beat_age"]
     list_display += ["in_flight", "queues"]
     list_filter = ["health", "group"]
     search_fields = ["worker_id", "host"]
     ordering = ["group", "worker_id"]
+    allowed_lookups = frozenset({"health__exact", "group"})  # the two filters' parameters
     readonly_fields = ["worker_id", "group", "host", "pid", "queues", "health", "detail"]
     readonly_fields += ["started_at", "last_beat_at"]
 
