@@ -7,6 +7,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
 from django.utils import timezone
 
 from ..models import Job, PumpStatus
@@ -18,7 +19,15 @@ TEMPLATE = "admin/backwave_django/overview.html"
 
 
 class OverviewAdmin(GuardedAdmin):
-    """Not a list of rows: its changelist is the Overview page. Opens with Job's view permission."""
+    """Not a list of rows: its changelist is the Overview page. Opens with Job's view permission.
+
+    It has no other URL: Django's per-object pages (change, history, delete) of this proxy of Job would show
+    every field of a job, its payload among them, to anyone who may open the Overview.
+    """
+
+    def get_urls(self) -> list[URLPattern]:
+        name = f"{self.opts.app_label}_{self.opts.model_name}_changelist"
+        return [path("", self.admin_site.admin_view(self.changelist_view), name=name)]
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return bool(request.user.has_perm("backwave_django.view_job") or super().has_view_permission(request))

@@ -73,3 +73,11 @@ def test_bars_are_scaled_to_the_busiest_minute() -> None:
     bars = chart.bars(now, [4] + [0] * 59, [4, 2] + [0] * 58)
     assert (bars[0].succeeded_height, bars[0].failed_height, bars[0].failed_y) == (60.0, 60.0, 0.0)
     assert bars[1].failed_height == 30.0 and bars[1].x == chart.BAR_WIDTH
+
+
+def test_the_overview_has_no_per_job_pages_that_would_show_payloads(viewer: Client) -> None:
+    job = JobFactory(payload='{"token": "s3cr3t"}')
+    for suffix in ("change/", "history/", "delete/", ""):
+        response = viewer.get(f"{URL}{job.id}/{suffix}", follow=True)
+        assert "s3cr3t" not in response.content.decode(), suffix
+        assert response.status_code == 404, suffix
