@@ -6,23 +6,41 @@ Payloads and failure details need the ``view_job_payload`` permission.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
+from ..core.names import queue_name_problem, wire_name_problem
 from ..models import AuditRecord, Job, Outcome
 from . import actions
 from .filters import QueueFilter, RecentWireNameFilter, WireNameFilter
-from .guards import GuardedAdmin
+from .guards import Check, GuardedAdmin
+from .inputs import as_job_id, choice_problem, job_id_problem, tell_once
 from .paging import BoundedPaginator
+from .search import parse_job_search
 
 HIDDEN = "hidden: needs the view_job_payload permission"
 PERM_PAYLOAD = "backwave_django.view_job_payload"
 PERM_REQUEUE = "backwave_django.requeue_job"
 PERM_CANCEL = "backwave_django.cancel_job"
 SHOWN_OUTCOMES = 200  # a job has one outcome per Attempt; the detail page shows the latest ones
+
+_state_problem = partial(choice_problem, what="state", choices=Job.State.values)
+
+#: The filters' parameters and plain lookups on listed columns, each with its value's check. Payloads,
+#: outcomes and leases are never offered.
+JOB_LOOKUPS: Mapping[str, Check] = {
+    "id": job_id_problem,
+    "state": _state_problem,
+    "state__exact": _state_problem,
+    "queue": queue_name_problem,
+    "wire_name": wire_name_problem,
+}
 
 
 def can_see_payload(request: HttpRequest) -> bool:
@@ -42,8 +60,7 @@ class JobAdmin(GuardedAdmin):
     actions = [actions.cancel]
     change_form_template = "admin/backwave_django/job/change_form.html"
     readonly_fields = ["id", "wire_name", "queue", "state", "attempts", "due_at", "created_at"]
-    # The filters' parameters and plain lookups on listed columns; payloads and outcomes are never offered.
-    allowed_lookups = frozenset({"id", "state", "state__exact", "queue", "wire_name"})
+    allowed_lookups = JOB_LOOKUPS
 
     @admin.display(description="attempt / max")
     def attempts(self, job: Job) -> str:
@@ -62,12 +79,28 @@ class JobAdmin(GuardedAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
     ) -> tuple[QuerySet[Job], bool]:
-        term = search_term.strip().lstrip("#")
-        if not term:
-            return queryset, False
-        if term.isdigit():
-            return queryset.filter(id=int(term)), False
-        return queryset.filter(wire_name__startswith=term), False
+        search = parse_job_search(search_term)
+        if search.problem:
+            tell_once(request, f"Nothing matches: {search.problem}.")
+            return queryset.none(), False
+        if search.job_id is not None:
+            return queryset.filter(id=search.job_id), False
+        if search.wire_name_prefix:
+            return queryset.filter(wire_name__startswith=search.wire_name_prefix), False
+        return queryset, False
+
+    def object_id_problem(self, object_id: str) -> str | None:
+        return job_id_problem(object_id)
+
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse | None:
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        problem = next((problem for problem in map(job_id_problem, selected) if problem), None)
+        if problem:
+            messages.error(request, f"No action was run: among the selected jobs, {problem}.")
+            return HttpResponseRedirect(request.get_full_path())
+        return super().response_action(request, queryset, *args, **kwargs)
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # The proxies' pages show the same rows: Job's view permission opens them too.
@@ -86,7 +119,8 @@ class JobAdmin(GuardedAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        job = Job.objects.filter(pk=object_id).first() if object_id.isdigit() else None
+        job_id = as_job_id(object_id)
+        job = Job.objects.filter(pk=job_id).first() if job_id is not None else None
         context = {**(extra_context or {}), **(self._detail(request, job) if job else {})}
         return super().change_view(request, object_id, form_url, extra_context=context)
 

@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
 from .. import operations
+from ..core.names import queue_name_problem
 from ..models import Job
 from ..store import StoreError
 from . import queue_rows
@@ -31,6 +32,9 @@ class QueueControlForm(forms.Form):
 
 
 class QueueSettingsAdmin(GuardedAdmin):
+    def object_id_problem(self, object_id: str) -> str | None:
+        return queue_name_problem(object_id)
+
     def has_pause_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm(PERM_PAUSE))
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.contrib import admin
@@ -12,7 +14,17 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from ..models import Lease, PumpStatus
-from .guards import GuardedAdmin
+from .guards import Check, GuardedAdmin
+from .inputs import choice_problem, tell_once, text_problem
+
+MAX_SEARCH_LENGTH = 255  # worker ids and hosts are at most 255 characters
+MAX_GROUP_LENGTH = 128  # PumpStatus.group
+
+#: The two filters' parameters, each with its value's check.
+WORKER_LOOKUPS: Mapping[str, Check] = {
+    "health__exact": partial(choice_problem, what="health", choices=PumpStatus.Health.values),
+    "group": partial(text_problem, what="group", max_length=MAX_GROUP_LENGTH),
+}
 
 
 def describe_age(age: timedelta) -> str:
@@ -30,7 +42,7 @@ class PumpStatusAdmin(GuardedAdmin):
     list_filter = ["health", "group"]
     search_fields = ["worker_id", "host"]
     ordering = ["group", "worker_id"]
-    allowed_lookups = frozenset({"health__exact", "group"})  # the two filters' parameters
+    allowed_lookups = WORKER_LOOKUPS
     readonly_fields = ["worker_id", "group", "host", "pid", "queues", "health", "detail"]
     readonly_fields += ["started_at", "last_beat_at"]
 
@@ -38,6 +50,16 @@ class PumpStatusAdmin(GuardedAdmin):
         leases = Lease.objects.filter(owner=OuterRef("worker_id")).order_by().values("owner")
         in_flight = Subquery(leases.annotate(n=Count("*")).values("n"), output_field=IntegerField())
         return super().get_queryset(request).annotate(in_flight_count=Coalesce(in_flight, 0))
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[PumpStatus], search_term: str
+    ) -> tuple[QuerySet[PumpStatus], bool]:
+        term = search_term.strip()
+        problem = text_problem(term, what="the search", max_length=MAX_SEARCH_LENGTH) if term else None
+        if problem:
+            tell_once(request, f"Nothing matches: {problem}.")
+            return queryset.none(), False
+        return super().get_search_results(request, queryset, search_term)
 
     @admin.display(description="reason")
     def reason(self, pump: PumpStatus) -> str:
