@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from backwave_django import overview
+from backwave_django.admin import chart
 from backwave_django.models import Job, Outcome, PumpStatus
 
 from ..factories import JobFactory
@@ -64,12 +64,20 @@ def test_outcomes_older_than_an_hour_are_left_out() -> None:
     now = timezone.now()
     JobFactory(state=Job.State.SUCCEEDED, terminal_at=now - timedelta(minutes=61))
     JobFactory(state=Job.State.SUCCEEDED, terminal_at=now)
-    _, succeeded, failed = overview.outcomes_per_minute(now)
+    _, succeeded, failed = chart.outcomes_per_minute(now)
     assert (sum(succeeded), succeeded[-1], sum(failed)) == (1, 1, 0)
 
 
 def test_bars_are_scaled_to_the_busiest_minute() -> None:
     now = timezone.now()
-    bars = overview.bars(now, [4] + [0] * 59, [4, 2] + [0] * 58)
+    bars = chart.bars(now, [4] + [0] * 59, [4, 2] + [0] * 58)
     assert (bars[0].succeeded_height, bars[0].failed_height, bars[0].failed_y) == (60.0, 60.0, 0.0)
-    assert bars[1].failed_height == 30.0 and bars[1].x == overview.BAR_WIDTH
+    assert bars[1].failed_height == 30.0 and bars[1].x == chart.BAR_WIDTH
+
+
+def test_the_overview_has_no_per_job_pages_that_would_show_payloads(viewer: Client) -> None:
+    job = JobFactory(payload='{"token": "s3cr3t"}')
+    for suffix in ("change/", "history/", "delete/", ""):
+        response = viewer.get(f"{URL}{job.id}/{suffix}", follow=True)
+        assert "s3cr3t" not in response.content.decode(), suffix
+        assert response.status_code == 404, suffix

@@ -7,7 +7,8 @@ from collections.abc import Callable
 import pytest
 from django.test import Client
 
-from backwave_django import queues
+from backwave_django.admin import queue_rows
+from backwave_django.admin.queues import MAX_CONCURRENCY_LIMIT
 from backwave_django.models import AuditRecord, Job, QueueSettings
 
 from ..conftest import T0
@@ -18,7 +19,11 @@ pytestmark = pytest.mark.django_db
 URL = "/admin/backwave_django/queuesettings/"
 
 
-def row(client: Client, queue: str) -> queues.QueueRow:
+def messages_of(response: object) -> list[str]:
+    return [str(message) for message in response.context["messages"]]  # type: ignore[attr-defined]
+
+
+def row(client: Client, queue: str) -> queue_rows.QueueRow:
     return next(r for r in client.get(URL).context["rows"] if r.queue == queue)
 
 
@@ -45,7 +50,7 @@ def test_settings_rows_show_paused_and_limit(viewer: Client) -> None:
 
 
 def test_depths_are_bounded(monkeypatch: pytest.MonkeyPatch, viewer: Client) -> None:
-    monkeypatch.setattr(queues, "DEPTH_BOUND", 2)
+    monkeypatch.setattr(queue_rows, "DEPTH_BOUND", 2)
     JobFactory.create_batch(3, queue="deep")
     assert str(row(viewer, "deep").depths["scheduled"]) == "2+"
 
@@ -93,3 +98,44 @@ def test_queue_names_are_escaped(operator: Client) -> None:
     JobFactory(queue="<script>q</script>")
     content = operator.get(URL).content.decode()
     assert "<script>q</script>" not in content and "&lt;script&gt;q&lt;/script&gt;" in content
+
+
+@pytest.mark.parametrize("limit", [str(10**30), "9" * 20, str(MAX_CONCURRENCY_LIMIT + 1), "-1", "²", "1e3"])
+def test_a_concurrency_limit_out_of_bounds_changes_nothing_and_says_why(operator: Client, limit: str) -> None:
+    response = operator.post(
+        URL, {"queue": "emails", "operation": "limit", "concurrency_limit": limit}, follow=True
+    )
+    assert response.status_code == 200
+    [message] = messages_of(response)
+    assert (
+        "is not a concurrency limit: use a whole number from 0 to 1,000,000, or empty for no cap" in message
+    )
+    assert not QueueSettings.objects.exists()
+
+
+def test_the_largest_concurrency_limit_is_accepted(operator: Client) -> None:
+    operator.post(
+        URL, {"queue": "emails", "operation": "limit", "concurrency_limit": str(MAX_CONCURRENCY_LIMIT)}
+    )
+    assert QueueSettings.objects.get(queue="emails").concurrency_limit == MAX_CONCURRENCY_LIMIT
+
+
+@pytest.mark.parametrize("queue", ["bad queue!", "-leading-dash", "x" * 129, "", "a\x00b", "émails"])
+def test_a_queue_name_typed_into_the_queues_form_is_checked_by_the_one_validator(
+    operator: Client, queue: str
+) -> None:
+    for operation in ("pause", "resume", "limit"):
+        data = {"queue": queue, "operation": operation, "concurrency_limit": "3"}
+        response = operator.post(URL, data, follow=True)
+        assert response.status_code == 200
+        [message] = messages_of(response)
+        assert (
+            message.startswith("Nothing changed: queue name")
+            and "is not valid: use 1 to 128 characters" in message
+        )
+    assert not QueueSettings.objects.exists()
+
+
+def test_an_unknown_queue_operation_is_named_in_the_refusal(operator: Client) -> None:
+    response = operator.post(URL, {"queue": "emails", "operation": "drop"}, follow=True)
+    assert messages_of(response) == ["Nothing changed: the operation is one of pause, resume, limit."]

@@ -10,8 +10,8 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from backwave_django import admin_paging
-from backwave_django.admin_paging import BoundedPaginator
+from backwave_django.admin import paging
+from backwave_django.admin.paging import BoundedPaginator
 from backwave_django.models import Job, Outcome
 
 from ..conftest import on_postgres
@@ -26,7 +26,7 @@ def test_counts_are_exact_below_the_bound() -> None:
 
 
 def test_counts_stop_at_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(admin_paging, "BOUND", 2)
+    monkeypatch.setattr(paging, "BOUND", 2)
     JobFactory.create_batch(5)
     assert BoundedPaginator(Job.objects.filter(state="scheduled").order_by("id"), 2).count == 3
 
@@ -34,7 +34,7 @@ def test_counts_stop_at_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_unfiltered_count_uses_the_estimate_on_postgres(monkeypatch: pytest.MonkeyPatch) -> None:
     if not on_postgres():
         pytest.skip("the estimate is PostgreSQL's pg_class.reltuples")
-    monkeypatch.setattr(admin_paging, "BOUND", 2)
+    monkeypatch.setattr(paging, "BOUND", 2)
     JobFactory.create_batch(5)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE backwave_django_job")

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from backwave_django.admin_workers import describe_age
+from backwave_django.admin.workers import describe_age
 from backwave_django.models import PumpStatus
 
 from ..factories import LeasedJobFactory

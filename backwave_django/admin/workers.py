@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.contrib import admin
@@ -11,8 +13,18 @@ from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.utils import timezone
 
-from .admin_readonly import ReadOnlyAdmin
-from .models import Lease, PumpStatus
+from ..models import Lease, PumpStatus
+from .guards import Check, GuardedAdmin
+from .inputs import choice_problem, tell_once, text_problem
+
+MAX_SEARCH_LENGTH = 255  # worker ids and hosts are at most 255 characters
+MAX_GROUP_LENGTH = 128  # PumpStatus.group
+
+#: The two filters' parameters, each with its value's check.
+WORKER_LOOKUPS: Mapping[str, Check] = {
+    "health__exact": partial(choice_problem, what="health", choices=PumpStatus.Health.values),
+    "group": partial(text_problem, what="group", max_length=MAX_GROUP_LENGTH),
+}
 
 
 def describe_age(age: timedelta) -> str:
@@ -24,12 +36,13 @@ def describe_age(age: timedelta) -> str:
     return f"{seconds // 3600} h ago"
 
 
-class PumpStatusAdmin(ReadOnlyAdmin):
+class PumpStatusAdmin(GuardedAdmin):
     list_display = ["group", "worker_id", "host", "health", "reason", "last_beat_at", "last_beat_age"]
     list_display += ["in_flight", "queues"]
     list_filter = ["health", "group"]
     search_fields = ["worker_id", "host"]
     ordering = ["group", "worker_id"]
+    allowed_lookups = WORKER_LOOKUPS
     readonly_fields = ["worker_id", "group", "host", "pid", "queues", "health", "detail"]
     readonly_fields += ["started_at", "last_beat_at"]
 
@@ -37,6 +50,16 @@ class PumpStatusAdmin(ReadOnlyAdmin):
         leases = Lease.objects.filter(owner=OuterRef("worker_id")).order_by().values("owner")
         in_flight = Subquery(leases.annotate(n=Count("*")).values("n"), output_field=IntegerField())
         return super().get_queryset(request).annotate(in_flight_count=Coalesce(in_flight, 0))
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[PumpStatus], search_term: str
+    ) -> tuple[QuerySet[PumpStatus], bool]:
+        term = search_term.strip()
+        problem = text_problem(term, what="the search", max_length=MAX_SEARCH_LENGTH) if term else None
+        if problem:
+            tell_once(request, f"Nothing matches: {problem}.")
+            return queryset.none(), False
+        return super().get_search_results(request, queryset, search_term)
 
     @admin.display(description="reason")
     def reason(self, pump: PumpStatus) -> str:

@@ -1,90 +1,53 @@
-"""The operations surface: jobs, quarantined and dead-lettered jobs, queues, workers and an overview.
+"""The Jobs, Quarantined jobs and Dead-lettered jobs pages: lists, search, and each job's read-only detail.
 
-Jobs are read-only here: no add, change or delete. Writes are admin actions that go through
-:mod:`backwave_django.operations` (the store's operator actions) with the acting user as the actor.
-Payloads and failure details need the ``view_job_payload`` permission; each write needs its own permission.
+Jobs are read-only here: no add, change or delete. Writes are the admin actions in :mod:`.actions`.
+Payloads and failure details need the ``view_job_payload`` permission.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from . import admin_actions, admin_overview, admin_queues, admin_workers
-from .admin_paging import BoundedPaginator
-from .admin_readonly import ReadOnlyAdmin
-from .models import (
-    AuditRecord,
-    DeadLetteredJob,
-    Job,
-    JobOverview,
-    Outcome,
-    PumpStatus,
-    QuarantinedJob,
-    QueueSettings,
-)
+from ..core.names import queue_name_problem, wire_name_problem
+from ..models import AuditRecord, Job, Outcome
+from . import actions
+from .filters import QueueFilter, RecentWireNameFilter, WireNameFilter
+from .guards import Check, GuardedAdmin
+from .inputs import as_job_id, choice_problem, job_id_problem, tell_once
+from .paging import BoundedPaginator
+from .search import parse_job_search
 
 HIDDEN = "hidden: needs the view_job_payload permission"
 PERM_PAYLOAD = "backwave_django.view_job_payload"
 PERM_REQUEUE = "backwave_django.requeue_job"
 PERM_CANCEL = "backwave_django.cancel_job"
-RECENT_ROWS = 1_000  # the Quarantined and Dead-lettered pages list the wire names of this many newest rows
 SHOWN_OUTCOMES = 200  # a job has one outcome per Attempt; the detail page shows the latest ones
+
+_state_problem = partial(choice_problem, what="state", choices=Job.State.values)
+
+#: The filters' parameters and plain lookups on listed columns, each with its value's check. Payloads,
+#: outcomes and leases are never offered.
+JOB_LOOKUPS: Mapping[str, Check] = {
+    "id": job_id_problem,
+    "state": _state_problem,
+    "state__exact": _state_problem,
+    "queue": queue_name_problem,
+    "wire_name": wire_name_problem,
+}
 
 
 def can_see_payload(request: HttpRequest) -> bool:
     return bool(request.user.has_perm(PERM_PAYLOAD))
 
 
-class _ValuesFilter(admin.SimpleListFilter):
-    """Filter by one column's values, listed from a cheap source rather than a DISTINCT over the table."""
-
-    field = ""
-
-    def values(self) -> list[str]:
-        raise NotImplementedError
-
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
-        return [(value, value) for value in self.values()]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        value = self.value()
-        return queryset.filter(**{self.field: value}) if value else queryset
-
-
-class QueueFilter(_ValuesFilter):
-    title = "queue"
-    parameter_name = field = "queue"
-
-    def values(self) -> list[str]:
-        from . import queues
-
-        return queues.known_queues()
-
-
-class WireNameFilter(_ValuesFilter):
-    title = "wire name"
-    parameter_name = field = "wire_name"
-
-    def values(self) -> list[str]:
-        from .registry import registry
-
-        return sorted(registration.wire_name for registration in registry)
-
-
-class RecentWireNameFilter(WireNameFilter):
-    """The wire names among the page's newest rows (a quarantined job's may have no handler at all)."""
-
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
-        newest = model_admin.model._default_manager.order_by("-terminal_at", "-id")[:RECENT_ROWS]
-        names = sorted(set(newest.values_list("wire_name", flat=True)))
-        return [(name, name) for name in names]
-
-
-class JobAdmin(ReadOnlyAdmin):
+class JobAdmin(GuardedAdmin):
     list_display = ["id", "wire_name", "queue", "state", "attempts", "due_at", "last_change"]
     list_filter = ["state", QueueFilter, WireNameFilter]
     search_fields = ["wire_name"]
@@ -94,9 +57,10 @@ class JobAdmin(ReadOnlyAdmin):
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER  # a count per filter choice would scan millions of rows
     list_per_page = 50
-    actions = [admin_actions.cancel]
+    actions = [actions.cancel]
     change_form_template = "admin/backwave_django/job/change_form.html"
     readonly_fields = ["id", "wire_name", "queue", "state", "attempts", "due_at", "created_at"]
+    allowed_lookups = JOB_LOOKUPS
 
     @admin.display(description="attempt / max")
     def attempts(self, job: Job) -> str:
@@ -115,12 +79,28 @@ class JobAdmin(ReadOnlyAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
     ) -> tuple[QuerySet[Job], bool]:
-        term = search_term.strip().lstrip("#")
-        if not term:
-            return queryset, False
-        if term.isdigit():
-            return queryset.filter(id=int(term)), False
-        return queryset.filter(wire_name__startswith=term), False
+        search = parse_job_search(search_term)
+        if search.problem:
+            tell_once(request, f"Nothing matches: {search.problem}.")
+            return queryset.none(), False
+        if search.job_id is not None:
+            return queryset.filter(id=search.job_id), False
+        if search.wire_name_prefix:
+            return queryset.filter(wire_name__startswith=search.wire_name_prefix), False
+        return queryset, False
+
+    def object_id_problem(self, object_id: str) -> str | None:
+        return job_id_problem(object_id)
+
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse | None:
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        problem = next((problem for problem in map(job_id_problem, selected) if problem), None)
+        if problem:
+            messages.error(request, f"No action was run: among the selected jobs, {problem}.")
+            return HttpResponseRedirect(request.get_full_path())
+        return super().response_action(request, queryset, *args, **kwargs)
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # The proxies' pages show the same rows: Job's view permission opens them too.
@@ -139,7 +119,8 @@ class JobAdmin(ReadOnlyAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        job = Job.objects.filter(pk=object_id).first() if object_id.isdigit() else None
+        job_id = as_job_id(object_id)
+        job = Job.objects.filter(pk=job_id).first() if job_id is not None else None
         context = {**(extra_context or {}), **(self._detail(request, job) if job else {})}
         return super().change_view(request, object_id, form_url, extra_context=context)
 
@@ -162,7 +143,7 @@ class _TerminalJobAdmin(JobAdmin):
     list_display = ["id", "wire_name", "queue", "attempts", "terminal_at", "why"]
     list_filter = [QueueFilter, RecentWireNameFilter]
     ordering = ["-terminal_at", "-id"]
-    actions = [admin_actions.requeue, admin_actions.cancel]
+    actions = [actions.requeue, actions.cancel]
 
     @admin.display(description="why")
     def why(self, job: Job) -> str:
@@ -177,11 +158,3 @@ class DeadLetteredJobAdmin(_TerminalJobAdmin):
     @admin.display(description="why (last failure)")
     def why(self, job: Job) -> str:
         return f"{job.terminal_cause or '(no cause recorded)'} after {job.attempt} attempt(s)"
-
-
-admin.site.register(Job, JobAdmin)
-admin.site.register(QuarantinedJob, QuarantinedJobAdmin)
-admin.site.register(DeadLetteredJob, DeadLetteredJobAdmin)
-admin.site.register(QueueSettings, admin_queues.QueueSettingsAdmin)
-admin.site.register(PumpStatus, admin_workers.PumpStatusAdmin)
-admin.site.register(JobOverview, admin_overview.OverviewAdmin)

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from django.db.models import Count
 from django.db.models.functions import TruncMinute
 
-from .models import Job, Outcome
+from ..models import Job, Outcome
 
 MINUTES = 60
 CHART_HEIGHT = 120

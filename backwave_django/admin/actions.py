@@ -16,10 +16,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from . import operations
-from .models import Job
-from .registry import registry
-from .store import CancelResult, RequeueResult
+from .. import operations
+from ..models import Job
+from ..registry import registry
+from ..store import CancelResult, RequeueResult
 
 CONFIRM_TEMPLATE = "admin/backwave_django/confirm_action.html"
 SHOWN_ON_CONFIRM = 100  # the confirmation page lists at most this many of the selected jobs

@@ -12,8 +12,8 @@ from datetime import datetime
 
 from django.db import connection
 
-from . import conf
-from .models import Job, Lease, QueueSettings
+from .. import conf
+from ..models import Job, Lease, QueueSettings
 
 DEPTH_BOUND = 10_000
 

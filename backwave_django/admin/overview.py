@@ -7,18 +7,27 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
 from django.utils import timezone
 
-from . import overview, queues
-from .admin_readonly import ReadOnlyAdmin
-from .admin_workers import describe_age
-from .models import Job, PumpStatus
+from ..models import Job, PumpStatus
+from . import chart, queue_rows
+from .guards import GuardedAdmin
+from .workers import describe_age
 
 TEMPLATE = "admin/backwave_django/overview.html"
 
 
-class OverviewAdmin(ReadOnlyAdmin):
-    """Not a list of rows: its changelist is the Overview page. Opens with Job's view permission."""
+class OverviewAdmin(GuardedAdmin):
+    """Not a list of rows: its changelist is the Overview page. Opens with Job's view permission.
+
+    It has no other URL: Django's per-object pages (change, history, delete) of this proxy of Job would show
+    every field of a job, its payload among them, to anyone who may open the Overview.
+    """
+
+    def get_urls(self) -> list[URLPattern]:
+        name = f"{self.opts.app_label}_{self.opts.model_name}_changelist"
+        return [path("", self.admin_site.admin_view(self.changelist_view), name=name)]
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return bool(request.user.has_perm("backwave_django.view_job") or super().has_view_permission(request))
@@ -29,20 +38,20 @@ class OverviewAdmin(ReadOnlyAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         now = timezone.now()
-        since, succeeded, failed = overview.outcomes_per_minute(now)
-        oldest = queues.oldest_due(now)
+        since, succeeded, failed = chart.outcomes_per_minute(now)
+        oldest = queue_rows.oldest_due(now)
         pumps = list(PumpStatus.objects.order_by("group", "worker_id"))
         context = {
             **self.admin_site.each_context(request),
             "title": "Overview",
             "opts": self.model._meta,
             "states": Job.State.labels,
-            "rows": queues.queue_rows(),
-            "bound": queues.DEPTH_BOUND,
-            "bars": overview.bars(since, succeeded, failed),
-            "chart_width": overview.MINUTES * overview.BAR_WIDTH,
-            "chart_height": overview.CHART_HEIGHT,
-            "bar_width": overview.BAR_WIDTH - 2,
+            "rows": queue_rows.queue_rows(),
+            "bound": queue_rows.DEPTH_BOUND,
+            "bars": chart.bars(since, succeeded, failed),
+            "chart_width": chart.MINUTES * chart.BAR_WIDTH,
+            "chart_height": chart.CHART_HEIGHT,
+            "bar_width": chart.BAR_WIDTH - 2,
             "succeeded_total": sum(succeeded),
             "failed_total": sum(failed),
             "oldest_due": [(queue, due, describe_age(now - due)) for queue, due in sorted(oldest.items())],
