@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -136,9 +136,6 @@ class Registry:
 
     def __contains__(self, wire_name: object) -> bool:
         return wire_name in self._by_wire_name
-
-    def __iter__(self) -> Iterator[JobRegistration]:
-        return iter(sorted(self._by_wire_name.values(), key=lambda r: r.wire_name))
 
     def all(self) -> list[JobRegistration]:
         return sorted(self._by_wire_name.values(), key=lambda r: r.wire_name)

@@ -45,7 +45,7 @@ class WireNameFilter(_ValuesFilter):
     def values(self) -> list[str]:
         from ..registry import registry
 
-        return sorted(registration.wire_name for registration in registry)
+        return [registration.wire_name for registration in registry.all()]
 
 
 class RecentWireNameFilter(WireNameFilter):

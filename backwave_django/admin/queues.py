@@ -20,6 +20,7 @@ from .. import operations
 from ..core.names import queue_name_problem
 from ..models import Job
 from ..store import StoreError
+from ..store.contract import MAX_CONCURRENCY_LIMIT
 from . import queue_rows
 from .guards import GuardedAdmin
 from .inputs import shown
@@ -30,7 +31,6 @@ TEMPLATE = "admin/backwave_django/queues.html"
 
 #: The largest concurrency limit the page sets: far above what a cluster leases at once, and well inside the
 #: 32-bit column (``QueueSettings.concurrency_limit``, a PositiveIntegerField) on every database.
-MAX_CONCURRENCY_LIMIT = 1_000_000
 LIMIT_RULE = f"a whole number from 0 to {MAX_CONCURRENCY_LIMIT:,}, or empty for no cap"
 OPERATIONS = ["pause", "resume", "limit"]
 
