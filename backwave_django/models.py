@@ -20,7 +20,8 @@ from .core.states import State
 def _choices(name: str, values: type[enum.StrEnum], labels: dict[str, str] | None = None) -> Any:
     """Model choices built from a Core enum (values, and labels for the admin), so the two never drift."""
     labels = labels or {}
-    return models.TextChoices(name, [(v.name, (v.value, labels.get(v.value, v.value))) for v in values])
+    members = [(v.name, (v.value, labels.get(v.value, v.value))) for v in values]
+    return models.TextChoices(name, members)  # type: ignore[call-overload]  # the functional API, not in the stubs
 
 
 class JobQuerySet(models.QuerySet["Job"]):

@@ -70,7 +70,7 @@ class JobAdmin(GuardedAdmin):
     def last_change(self, job: Job) -> Any:
         return job.terminal_at or job.created_at
 
-    def get_fields(self, request: HttpRequest, obj: Job | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: Job | None = None) -> list[str]:  # type: ignore[override]
         return [*self.readonly_fields, "terminal_at", "terminal_cause", "cancel_requested"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Job | None = None) -> list[str]:

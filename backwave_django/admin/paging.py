@@ -16,7 +16,7 @@ BOUND = 10_000
 ESTIMATE = "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass"
 
 
-class BoundedPaginator(Paginator):
+class BoundedPaginator(Paginator):  # type: ignore[type-arg]  # pages of any model
     """``count`` is exact up to :data:`BOUND`, then ``BOUND + 1`` (or the estimate when unfiltered)."""
 
     @cached_property

@@ -49,7 +49,8 @@ class PumpStatusAdmin(GuardedAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[PumpStatus]:
         leases = Lease.objects.filter(owner=OuterRef("worker_id")).order_by().values("owner")
         in_flight = Subquery(leases.annotate(n=Count("*")).values("n"), output_field=IntegerField())
-        return super().get_queryset(request).annotate(in_flight_count=Coalesce(in_flight, 0))
+        queryset: QuerySet[PumpStatus] = super().get_queryset(request)
+        return queryset.annotate(in_flight_count=Coalesce(in_flight, 0))
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[PumpStatus], search_term: str

@@ -5,6 +5,8 @@ the default thresholds (20 % of the table) a large table waits long for autovacu
 fills with dead entries, and claims slow down. Nothing happens on other databases.
 """
 
+from typing import Any
+
 from django.db import migrations
 
 TABLES = ("backwave_django_job", "backwave_django_lease", "backwave_django_outcome")
@@ -12,13 +14,13 @@ TUNED = "autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 10
 DEFAULTS = "autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, autovacuum_vacuum_cost_delay"
 
 
-def tune(apps, schema_editor):
+def tune(apps: Any, schema_editor: Any) -> None:
     if schema_editor.connection.vendor == "postgresql":
         for table in TABLES:
             schema_editor.execute(f"ALTER TABLE {table} SET ({TUNED})")
 
 
-def untune(apps, schema_editor):
+def untune(apps: Any, schema_editor: Any) -> None:
     if schema_editor.connection.vendor == "postgresql":
         for table in TABLES:
             schema_editor.execute(f"ALTER TABLE {table} RESET ({DEFAULTS})")

@@ -173,7 +173,7 @@ class CommandRunner:
     def _answer_unissued(self, commands: Sequence[cmd.Command]) -> list[ev.Event]:
         """After a fault: every store command not carried out gets a failed reply, and the rest still run
         (so jobs already claimed still start)."""
-        now, events = self.clock(), []
+        now, events = self.clock(), list[ev.Event]()
         for command in commands:
             match command:
                 case cmd.ClaimBatch():

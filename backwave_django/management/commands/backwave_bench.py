@@ -67,7 +67,7 @@ class Command(BaseCommand):
                 "loads the tables, and would disturb a live system. Point DATABASE_URL at a database of its "
                 "own, or pass --yes."
             )
-        results = bench.Results(settings=bench.asdict(opts), machine=bench.machine())
+        results = bench.Results(settings=dataclasses.asdict(opts), machine=bench.machine())
         say = (lambda line: None) if options["json"] else self.stdout.write
         say(f"backwave_bench on {results.machine['database']}, {results.machine['cores']} cores, "
             f"commit {results.machine['commit']}")  # fmt: skip
