@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 
 
 class Health(enum.StrEnum):
@@ -34,3 +35,31 @@ def group_health(pumps: Iterable[Health]) -> GroupHealth:
     if halted:
         return GroupHealth.PARTIALLY_HALTED
     return GroupHealth.DEGRADED if Health.DEGRADED in states else GroupHealth.RUNNING
+
+
+class Observed(enum.StrEnum):
+    """A Pump as an observer sees it from its last recorded status: its own word, or silent."""
+
+    RUNNING = "running"
+    DEGRADED = "degraded"
+    HALTED = "halted"
+    STOPPED = "stopped"
+    SILENT = "silent"  # it said running or degraded, but has not beaten for too long: presumed dead
+
+    @property
+    def serving(self) -> bool:
+        return self in (Observed.RUNNING, Observed.DEGRADED)
+
+
+def silent_after(heartbeat_interval: timedelta) -> timedelta:
+    """How long a Pump may go without recording its status before it counts as silent: three missed beats,
+    and never less than 15 s (a busy host may be slow to beat)."""
+    return max(heartbeat_interval * 3, timedelta(seconds=15))
+
+
+def observe(health: Health, last_beat_at: datetime, now: datetime, heartbeat_interval: timedelta) -> Observed:
+    if health in (Health.HALTED, Health.STOPPED):
+        return Observed(health.value)
+    if now - last_beat_at > silent_after(heartbeat_interval):
+        return Observed.SILENT
+    return Observed(health.value)

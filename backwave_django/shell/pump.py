@@ -117,7 +117,7 @@ class Pump:
         self._since_idle = False  # an event was handled since the last Idle
         self._pool: WorkerPool | None = None
         self._hint_token: int | None = None
-        self._ending: str | None = None  # "stopped" or "halted": the loop ends
+        self._ending: Health | None = None  # STOPPED or HALTED: the loop ends
         self._done = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"backwave-pump-{group.name}-{index}", daemon=True
@@ -187,7 +187,7 @@ class Pump:
         except Exception as exc:  # a bug in the loop or the Driver: halt this pump loudly, never the process
             logger.critical("%s: halted by a bug: %s", self.worker_id, describe(exc), exc_info=exc)
             self.runner.record_status(Health.HALTED, describe(exc))
-            self._ending = "halted"
+            self._ending = Health.HALTED
         finally:
             self.close()
 
@@ -266,10 +266,10 @@ class Pump:
         self._events.put(ev.ThreadsAbandoned(now=self.clock.now(), running=stuck, unreplaced=unreplaced))
 
     def halt(self, reason: str) -> None:
-        self._ending = "halted"
+        self._ending = Health.HALTED
 
     def stop(self) -> None:
-        self._ending = "stopped"
+        self._ending = Health.STOPPED
 
     @property
     def health(self) -> Health:
@@ -282,11 +282,11 @@ class Pump:
         """After the loop: unsubscribe, stop the pool, close this thread's connection."""
         if self._hint_token is not None:
             wakeups.unsubscribe(self._hint_token)
-        if self._ending == "halted":
+        if self._ending is Health.HALTED:
             for attempt in self.executor.running():
                 attempt.token.set()  # its result will not be reported; the leases lapse
         if self._pool is not None:
-            stuck = self._pool.close(wait=self._ending != "halted", timeout=1.0)
+            stuck = self._pool.close(wait=self._ending is not Health.HALTED, timeout=1.0)
             self.stuck_threads = len(stuck)
         if self.store.using in connections.settings:  # a database store: this thread's connection
             connections[self.store.using].close()

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from ... import conf
-from ...models import PumpStatus
+from ...health import group_reports
+from ...store import get_store
 
 
 class Command(BaseCommand):
@@ -29,30 +29,21 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         settings = conf.get()
         names = options["groups"] or list(settings.groups)
-        now = timezone.now()
-        failing = []
-        for name in names:
-            group = settings.groups.get(name)
-            if group is None:
-                raise CommandError(f"unknown group {name!r}; configured: {sorted(settings.groups)}")
-            silent_after = max(group.heartbeat_interval * 3, timedelta(seconds=15))
-            rows = PumpStatus.objects.using(settings.database).filter(group=name).exclude(health="stopped")
-            if options["host"]:
-                rows = rows.filter(host=options["host"])
-            live = []
-            for row in rows.order_by("worker_id"):
-                silent = now - row.last_beat_at > silent_after
-                state = "silent" if silent and row.health != "halted" else row.health
-                age = (now - row.last_beat_at).total_seconds()
-                self.stdout.write(
-                    f"{name}  {row.worker_id}  {state}  last beat {age:.0f} s ago  {row.detail}".rstrip()
-                )
-                if state in ("running", "degraded"):
-                    live.append(row)
-            if not live:
-                failing.append(name)
-                self.stdout.write(f"{name}: no running pump (halted, silent or not started)")
+        unknown = [name for name in names if name not in settings.groups]
+        if unknown:
+            raise CommandError(f"unknown group {unknown[0]!r}; configured: {sorted(settings.groups)}")
+        reports = group_reports(
+            get_store(settings.database), settings, names, now=timezone.now(), host=options["host"]
+        )
+        for report in reports:
+            for row in report.pumps:
+                line = f"{report.group}  {row.pump.worker_id}  {row.observed}  "
+                line += f"last beat {row.age_seconds:.0f} s ago  {row.pump.detail}"
+                self.stdout.write(line.rstrip())
+            if report.up:
+                self.stdout.write(f"{report.group}: {report.serving} pump(s) running")
             else:
-                self.stdout.write(f"{name}: {len(live)} pump(s) running")
+                self.stdout.write(f"{report.group}: no running pump (halted, silent or not started)")
+        failing = [report.group for report in reports if not report.up]
         if failing:
             raise CommandError(f"worker group(s) down: {', '.join(failing)}")
