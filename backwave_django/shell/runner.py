@@ -87,6 +87,7 @@ class CommandRunner:
                     logger.warning(
                         "%s: transient store fault, retrying with backoff: %s", self.worker_id, detail
                     )
+                    self._reconnect()
                 else:
                     logger.critical(
                         "%s: halted by %s. Its leases will lapse and other nodes will take the work.",
@@ -169,6 +170,12 @@ class CommandRunner:
             )
         except Exception as exc:
             logger.warning("%s: could not record pump status: %s", self.worker_id, describe(exc))
+
+    def _reconnect(self) -> None:
+        try:
+            self.store.reconnect()
+        except Exception as exc:
+            logger.warning("%s: could not drop the broken connection: %s", self.worker_id, describe(exc))
 
     def _answer_unissued(self, commands: Sequence[cmd.Command]) -> list[ev.Event]:
         """After a fault: every store command not carried out gets a failed reply, and the rest still run

@@ -240,6 +240,10 @@ class JobStore(Protocol):
         """Whether a fault this store raised may be cured by retrying later (degrade, not halt)."""
         ...
 
+    def reconnect(self) -> None:
+        """After a transient fault: drop the calling thread's connection, so the next call opens a new one."""
+        ...
+
     def cut_off_sessions(self, sessions: Sequence[object]) -> None:
         """Cut off the database sessions (Django connection wrappers) of a handler that was given up on,
         before its lease is: a transaction they hold is rolled back or interrupted, so nothing more is

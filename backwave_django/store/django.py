@@ -93,6 +93,9 @@ class DjangoStore:
     def is_transient_fault(self, exc: BaseException) -> bool:
         return faults.is_transient(exc)
 
+    def reconnect(self) -> None:
+        self.connection.close()
+
     def cut_off_sessions(self, sessions: Sequence[object]) -> None:
         """SQLite: interrupt a statement in progress. A transaction the handler holds open keeps the
         database's write lock, so no later write (the job's release among them) can commit before it ends."""

@@ -82,6 +82,9 @@ class MemoryStore:
     def is_transient_fault(self, exc: BaseException) -> bool:
         return isinstance(exc, TransientFault)
 
+    def reconnect(self) -> None:
+        """No connection to drop."""
+
     def cut_off_sessions(self, sessions: Sequence[object]) -> None:
         """Handlers share no sessions with this store."""
 
