@@ -19,7 +19,7 @@ from backwave_django.core.text import MAX_DETAIL_BYTES, clean
 from backwave_django.models import Job
 
 from .. import jobs
-from ..core.test_codec import any_text, canonical, values
+from .test_codec import any_text, canonical, values
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 # Every example writes a row inside the test's one transaction, which the db fixture rolls back at the end.
