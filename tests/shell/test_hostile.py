@@ -22,7 +22,7 @@ from backwave_django.store import get_store
 from .. import jobs
 from .helpers import group, running, wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def states() -> Counter[str]:

@@ -19,7 +19,7 @@ from backwave_django.shell.listener import HintListener
 from .. import jobs
 from .helpers import group, running, wait_until
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("postgres")]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("postgres")]
 
 
 def database_name() -> str:

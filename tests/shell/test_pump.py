@@ -16,7 +16,7 @@ from backwave_django.store.django import DjangoStore
 from .. import jobs
 from .helpers import group, running, wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def states() -> Counter[str]:

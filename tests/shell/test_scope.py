@@ -13,7 +13,7 @@ from backwave_django.signals import attempt_finished, attempt_started
 from .. import jobs
 from .helpers import group, running, wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def test_scope_clean_ups_run_when_the_attempt_ends_on_success_and_on_failure(settings):

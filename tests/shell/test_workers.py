@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from backwave_django.shell.workers import WorkerPool
+
+pytestmark = pytest.mark.slow  # real threads
 
 
 def test_every_submitted_task_runs_exactly_once():
