@@ -137,13 +137,60 @@ def test_enqueue_inside_a_committed_transaction_commits_with_the_callers_writes(
 
 
 @pytest.mark.parametrize(
-    ("options", "match"), [({"queue": ""}, "queue"), ({"max_attempts": 0}, "max_attempts")]
+    ("options", "match"),
+    [
+        ({"queue": ""}, "queue"),
+        ({"queue": "a\x00b"}, "queue name"),
+        ({"queue": "with space"}, "queue name"),
+        ({"queue": 10**5000}, "queue name must be a str"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"max_attempts": 2**40}, "max_attempts must be an int from 1 to 100000"),
+        ({"max_attempts": True}, "max_attempts"),
+        ({"timeout": 0}, "timeout must be more than 0"),
+        ({"timeout": float("inf")}, "timeout must be a number of seconds"),
+        ({"timeout": float("nan")}, "timeout must be a number of seconds"),
+        ({"timeout": 1e300}, "at most 7 days"),
+        ({"timeout": dt.timedelta(days=8)}, "at most 7 days"),
+        ({"timeout": "60"}, "timeout must be a number of seconds"),
+    ],
 )
 def test_bad_per_call_overrides_are_refused(db, options, match):
     from backwave_django import JobDefinitionError
 
     with pytest.raises(JobDefinitionError, match=match):
         jobs.add.using(**options)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"a": 10**5000, "b": 1}, "argument 'a'"),
+        ({"a": 1, "b": "file \udcff"}, "argument 'b'"),
+    ],
+    ids=["a 5,000-digit int", "a lone surrogate"],
+)
+def test_unstorable_arguments_are_refused_naming_them_and_nothing_is_written(db, kwargs, argument):
+    with pytest.raises(codec.PayloadError, match=argument):
+        jobs.add.enqueue(**kwargs)
+    assert not Job.objects.exists()
+
+
+def test_deep_nesting_is_refused_at_enqueue_naming_the_argument(db):
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(codec.PayloadError, match="argument 'a'"):
+        jobs.add.enqueue(a=deep, b=1)
+    assert not Job.objects.exists()
+
+
+def test_a_job_timeout_is_stored_with_it_and_given_to_the_worker(db):
+    from backwave_django.testing import TestPump
+
+    job = jobs.add.using(timeout=90).enqueue(a=1, b=2)
+    assert Job.objects.get(id=job.id).timeout == dt.timedelta(seconds=90)
+    with TestPump() as pump:
+        assert [e.outcome for e in pump.run_due()] == ["succeeded"]
 
 
 # Prepared statements (PostgreSQL): the enqueue statements stay prepared on the connection, and nothing else
