@@ -112,7 +112,10 @@ class NodeDriver:
         if self.stopped or self.halted:
             return []
         commands = self._fire_deadlines(event.now)
-        commands += self._dispatch(event)
+        if not self.stopped:  # a deadline may end the drain: then this event comes after the Stop
+            commands += self._dispatch(event)
+        if self.stopped or self.halted:
+            return commands  # nothing follows a Stop or a Halt: the Shell is ending its loop
         return commands + self._wake()
 
     def _dispatch(self, event: ev.Event) -> list[cmd.Command]:
@@ -435,7 +438,7 @@ class NodeDriver:
         return commands + self._flush() + self._stop_if_idle()
 
     def _stop_if_idle(self) -> list[cmd.Command]:
-        if self.draining and self.idle:
+        if self.draining and self.idle and not self.stopped:  # once: a step may reach here twice
             self.stopped = True
             return [cmd.RecordStatus(health=Health.STOPPED, detail=""), cmd.Stop()]
         return []

@@ -33,10 +33,13 @@ from .helpers import (
     reported,
     run,
     scenario,
+    secs,
+    signal,
     status,
     succeeded,
     sweep,
     threads,
+    wake,
 )
 
 FATAL = "ProgrammingError: relation does not exist"
@@ -201,6 +204,17 @@ def test_a_heartbeat_records_the_status_every_time():
 
 def test_a_fault_that_no_retry_can_cure_halts_the_pump():
     run(driver(), [(poll(), [claim(3)]), (fatal(FATAL), HALTED)])
+
+
+def test_a_halt_is_the_last_command_even_when_a_deadline_fired_in_the_same_step():
+    run(
+        driver(timeout=secs(10)),
+        [
+            (poll(), [claim(3)]),
+            (claimed(1), [*execute(1), wake(10)]),
+            (fatal(FATAL, s=10), [*signal(1), *HALTED]),  # no WakeAt for the timeout's grace
+        ],
+    )
 
 
 def test_a_halt_outranks_a_degradation():

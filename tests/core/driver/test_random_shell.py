@@ -48,6 +48,8 @@ class FakeShell:
     def step(self, event: ev.Event) -> None:
         assert self.ended is None, f"an event after the Driver ended: {event!r}"
         commands = self.driver.step(event)
+        last = (cmd.Stop, cmd.Halt)
+        assert not any(isinstance(c, last) for c in commands[:-1]), f"commands after the end: {commands}"
         for command in commands:
             self.obey(command)
         leased = len(self.held) + sum(self.claims)

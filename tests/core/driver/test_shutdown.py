@@ -308,8 +308,42 @@ def test_the_final_flush_window_waits_for_claims_still_in_flight():
     )
 
 
-def test_a_driver_with_nothing_held_stops_at_once():
-    run(driver(), [(shutdown(grace=30), [*STOPPED, wake(30)])])
+@pytest.mark.parametrize("grace", [30, 0], ids=["a grace", "no grace"])
+def test_a_driver_with_nothing_held_stops_at_once_and_says_so_once(grace):
+    run(driver(), [(shutdown(grace=grace), STOPPED)])
+
+
+def test_deadlines_passed_together_stop_the_driver_once():
+    run(
+        driver(),
+        [
+            (poll(), [claim(3)]),
+            (shutdown(grace=1), [wake(1)]),
+            (claimed(s=60), STOPPED),  # the grace and the cut-off both passed: each would stop it
+        ],
+    )
+
+
+def test_a_deadline_that_ends_the_drain_ends_the_step_too():
+    """The final flush window passes on a heartbeat tick: the Driver stops, and the tick, which comes after
+    the Stop, records no status over the "stopped" one."""
+    run(
+        driver(),
+        [
+            (poll(), [claim(3)]),
+            (claimed(1), execute(1)),
+            (succeeded(1), [report(ok(1))]),
+            (fault(), [degraded()]),
+            (reported(failed=True), []),
+            (shutdown(grace=0), [report(ok(1)), wake(WINDOW)]),
+            (fault(), []),
+            (reported(failed=True), []),
+            (timer(WINDOW), [report(ok(1)), wake(WINDOW + FINAL)]),  # the cut-off flushes
+            (fault(s=WINDOW), []),
+            (reported(failed=True, s=WINDOW), []),
+            (beat_due(s=WINDOW + FINAL), STOPPED),
+        ],
+    )
 
 
 @pytest.mark.parametrize("event", EVERY_EVENT, ids=lambda e: type(e).__name__)
