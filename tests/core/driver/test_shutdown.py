@@ -294,6 +294,40 @@ def test_outcomes_that_still_cannot_be_written_are_dropped_after_the_final_flush
     assert not node.buffer
 
 
+def test_a_batch_in_flight_when_the_final_flush_window_passes_is_dropped_if_its_write_fails():
+    """The store call outlasts the window: its failure must not put the batch back, or the Pump would retry
+    it for as long as the store stays down, and never stop."""
+    run(
+        driver(),
+        [
+            (poll(), [claim(3)]),
+            (claimed(1), execute(1)),
+            (shutdown(grace=0), [*signal(1), wake(WINDOW)]),
+            (raised(1, "JobCancelled", s=1), [report(released(1))]),
+            (fault(s=1), [degraded()]),
+            (reported(failed=True, s=1), []),
+            (timer(WINDOW), [report(released(1)), wake(WINDOW + FINAL)]),
+            (fault(s=WINDOW + FINAL + 1), []),  # the window passed while the write hung
+            (reported(failed=True, s=WINDOW + FINAL + 1), STOPPED),
+        ],
+    )
+
+
+def test_a_late_claim_given_back_after_the_final_flush_window_is_dropped_if_its_write_fails():
+    run(
+        driver(),
+        [
+            (poll(), [claim(3)]),
+            (shutdown(grace=0), [wake(WINDOW)]),
+            (timer(WINDOW), [wake(WINDOW + FINAL)]),
+            (timer(WINDOW + FINAL), []),
+            (claimed(1, s=20), [report(released(1))]),
+            (fault(s=20), [degraded()]),
+            (reported(failed=True, s=20), STOPPED),
+        ],
+    )
+
+
 def test_the_final_flush_window_waits_for_claims_still_in_flight():
     run(
         driver(),
