@@ -209,6 +209,37 @@ def test_after_the_grace_handlers_are_asked_to_stop_then_cut_off(dials, script):
 
 LATE_CLAIMS = [
     scenario(
+        "jobs claimed after the grace are given straight back, never run: every handler was asked to stop",
+        [
+            (poll(), [claim(3)]),
+            (shutdown(grace=0), [wake(WINDOW)]),
+            (claimed(1, 2, s=1), [report(released(1), released(2))]),
+            (reported(applied=[1, 2], s=1), STOPPED),
+        ],
+    ),
+    scenario(
+        "jobs claimed after the grace are given back while the handlers asked to stop finish",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1), execute(1)),
+            (poll(), [claim(3)]),
+            (shutdown(grace=0), [*signal(1), wake(WINDOW)]),
+            (claimed(2, s=1), [report(released(2))]),
+            (raised(1, "JobCancelled", s=1), [report(released(1))]),
+            (reported(applied=[2], s=1), []),
+            (reported(applied=[1], s=1), STOPPED),
+        ],
+    ),
+    scenario(
+        "jobs claimed during the grace still run",
+        [
+            (poll(), [claim(3)]),
+            (shutdown(grace=30), [wake(30)]),
+            (claimed(1, s=29), execute(1)),
+            (timer(30), [*signal(1), wake(30 + WINDOW)]),
+        ],
+    ),
+    scenario(
         "jobs claimed after the cut-off are given straight back, never run",
         [
             (poll(), [claim(3)]),
@@ -267,7 +298,7 @@ LATE_CLAIMS = [
 
 
 @pytest.mark.parametrize(("dials", "script"), LATE_CLAIMS)
-def test_jobs_claimed_after_the_cut_off_are_given_back_unrun(dials, script):
+def test_jobs_claimed_after_the_grace_are_given_back_unrun(dials, script):
     run(driver(**dials), script)
 
 
