@@ -54,6 +54,14 @@ class Why(enum.Enum):
     SHUTDOWN = "shutdown"  # a failure after this gives the job back, uncounted
 
 
+#: How the Attempt of a handler that was asked to stop ends when it fails or is cut off, by why it was asked.
+STOPPED_ENDINGS: dict[Why, OutcomeKind] = {
+    Why.OPERATOR: OutcomeKind.CANCELLED,
+    Why.TIMEOUT: OutcomeKind.FAILED,  # with "timed out after N s" for its message
+    Why.SHUTDOWN: OutcomeKind.RELEASED,
+}
+
+
 @dataclass(slots=True)
 class _Running:
     job: ClaimedJob
@@ -219,13 +227,8 @@ class NodeDriver:
 
     def _on_failed(self, job_id: int, message: str) -> list[cmd.Command]:
         running = self.executing.get(job_id)
-        why = running.stopping if running else None
-        if why is Why.OPERATOR:
-            return self._on_finished(job_id, OutcomeKind.CANCELLED, "")
-        if why is Why.SHUTDOWN:
-            return self._on_finished(job_id, OutcomeKind.RELEASED, "")
-        if why is Why.TIMEOUT and running is not None:
-            return self._on_finished(job_id, OutcomeKind.FAILED, _timed_out(running.timeout))
+        if running is not None and running.stopping is not None:
+            return self._on_finished(job_id, *_stopped_ending(running))
         return self._on_finished(job_id, OutcomeKind.FAILED, message)
 
     def _on_finished(self, job_id: int, kind: OutcomeKind, message: str) -> list[cmd.Command]:
@@ -318,14 +321,16 @@ class NodeDriver:
         if running is None or running.job.attempt != deadline.attempt:
             return []  # it ended meanwhile
         if deadline.kind is Kind.TIMEOUT:
+            # The time limit holds whoever asked first: a handler already asked to stop (by an operator, or
+            # the shutdown) is not asked again, but is cut off at the end of the grace all the same.
+            self.deadlines.add(now + TIMEOUT_GRACE, Kind.ABANDON, deadline.job_id, deadline.attempt)
             if running.stopping is not None:
                 return []
             running.stopping = Why.TIMEOUT
-            self.deadlines.add(now + TIMEOUT_GRACE, Kind.ABANDON, deadline.job_id, deadline.attempt)
             return [cmd.SignalCancellation(job_id=deadline.job_id)]
-        # Kind.ABANDON: the handler ignored its timeout. Cut it off first, then fail its Attempt.
+        # Kind.ABANDON: the handler did not stop within the grace. Cut it off first, then end its Attempt.
         del self.executing[deadline.job_id]
-        self._buffer(running.job, OutcomeKind.FAILED, _timed_out(running.timeout))
+        self._buffer(running.job, *_stopped_ending(running))
         commands: list[cmd.Command] = [cmd.AbandonExecution(job_id=deadline.job_id)]
         if len(self.buffer) >= self.config.max_outcome_batch or not self.executing:
             commands += self._flush()
@@ -435,12 +440,7 @@ class NodeDriver:
         for job_id, running in list(self.executing.items()):
             del self.executing[job_id]
             commands.append(cmd.AbandonExecution(job_id=job_id))
-            if running.stopping is Why.TIMEOUT:
-                self._buffer(running.job, OutcomeKind.FAILED, _timed_out(running.timeout))
-            elif running.stopping is Why.OPERATOR:
-                self._buffer(running.job, OutcomeKind.CANCELLED, "")
-            else:
-                self._buffer(running.job, OutcomeKind.RELEASED, "")
+            self._buffer(running.job, *_stopped_ending(running))
         return commands + self._flush() + self._stop_if_idle()
 
     def _stop_if_idle(self) -> list[cmd.Command]:
@@ -448,6 +448,13 @@ class NodeDriver:
             self.stopped = True
             return [cmd.RecordStatus(health=Health.STOPPED, detail=""), cmd.Stop()]
         return []
+
+
+def _stopped_ending(running: _Running) -> tuple[OutcomeKind, str]:
+    """The outcome kind and message of a handler asked to stop that failed or was cut off (one cut off with
+    no reason yet, a shutdown's doing, is given back)."""
+    why = running.stopping or Why.SHUTDOWN
+    return STOPPED_ENDINGS[why], _timed_out(running.timeout) if why is Why.TIMEOUT else ""
 
 
 def _timed_out(timeout: timedelta | None) -> str:

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from backwave_django.core.driver import TIMEOUT_GRACE
+from backwave_django.core.driver import FINAL_FLUSH_WINDOW, STOP_WINDOW, TIMEOUT_GRACE
 
 from .helpers import (
     REPOLL,
     RUNNING,
+    STOPPED,
     abandon,
     beat_done,
     beat_due,
+    cancel_asked,
+    cancelled,
     claim,
     claimed,
     driver,
@@ -24,11 +27,13 @@ from .helpers import (
     ok,
     poll,
     raised,
+    released,
     report,
     reported,
     run,
     scenario,
     secs,
+    shutdown,
     signal,
     succeeded,
     timed_out,
@@ -37,6 +42,8 @@ from .helpers import (
 )
 
 GRACE = TIMEOUT_GRACE.total_seconds()
+WINDOW = STOP_WINDOW.total_seconds()
+FINAL = FINAL_FLUSH_WINDOW.total_seconds()
 
 DEADLINES = [
     scenario(
@@ -183,6 +190,46 @@ AT_THE_TIMEOUT = [
 
 @pytest.mark.parametrize(("dials", "script"), AT_THE_TIMEOUT)
 def test_a_handler_is_stopped_at_its_timeout(dials, script):
+    run(driver(**{**TEN_SECONDS, **dials}), script)
+
+
+ALREADY_ASKED = [
+    scenario(
+        "a handler an operator asked to stop is not asked again at its timeout",
+        [
+            *RUNNING_1,
+            (beat_done(cancel_asked(1), s=1), signal(1)),
+            (timer(10), [wake(10 + GRACE)]),
+            (raised(1, "JobCancelled", s=11), [report(cancelled(1))]),
+            (timer(10 + GRACE), []),
+        ],
+    ),
+    scenario(
+        "a handler that ignores an operator's cancel is still cut off at the end of its timeout's grace",
+        [
+            *RUNNING_1,
+            (beat_done(cancel_asked(1), s=1), signal(1)),
+            (timer(10), [wake(10 + GRACE)]),
+            (timer(10 + GRACE), [*abandon(1), report(cancelled(1))]),
+            (succeeded(1, s=13), []),
+        ],
+    ),
+    scenario(
+        "a handler asked to stop by the shutdown is cut off by the shutdown, which comes first",
+        [
+            *RUNNING_1,
+            (shutdown(grace=0, s=9), signal(1)),  # the timeout's wake-up comes first
+            (timer(10), [wake(9 + WINDOW)]),
+            (timer(9 + WINDOW), [*abandon(1), report(released(1)), wake(10 + GRACE)]),
+            (timer(10 + GRACE), [wake(9 + WINDOW + FINAL)]),  # its timeout's grace: skipped, it was cut off
+            (reported(applied=[1], s=12), STOPPED),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("dials", "script"), ALREADY_ASKED)
+def test_the_time_limit_holds_for_a_handler_already_asked_to_stop(dials, script):
     run(driver(**{**TEN_SECONDS, **dials}), script)
 
 
