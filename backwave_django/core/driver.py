@@ -54,6 +54,14 @@ class Why(enum.Enum):
     SHUTDOWN = "shutdown"  # a failure after this gives the job back, uncounted
 
 
+#: How the Attempt of a handler that was asked to stop ends when it fails or is cut off, by why it was asked.
+STOPPED_ENDINGS: dict[Why, OutcomeKind] = {
+    Why.OPERATOR: OutcomeKind.CANCELLED,
+    Why.TIMEOUT: OutcomeKind.FAILED,  # with "timed out after N s" for its message
+    Why.SHUTDOWN: OutcomeKind.RELEASED,
+}
+
+
 @dataclass(slots=True)
 class _Running:
     job: ClaimedJob
@@ -76,7 +84,9 @@ class NodeDriver:
         self.last_maintenance: datetime | None = None
         self.expiring = False
         self.draining = False  # shutdown requested: claim nothing more
+        self.grace_over = False  # shutdown: every handler running has been asked to stop; start no more
         self.cut_off = False  # shutdown: handlers still running have been given up
+        self.given_up = False  # shutdown: outcomes that cannot be written are dropped, not kept
         self.stopped = False
         self.halted = False
         self.store_faults = 0  # transient faults in a row
@@ -112,7 +122,10 @@ class NodeDriver:
         if self.stopped or self.halted:
             return []
         commands = self._fire_deadlines(event.now)
-        commands += self._dispatch(event)
+        if not self.stopped:  # a deadline may end the drain: then this event comes after the Stop
+            commands += self._dispatch(event)
+        if self.stopped or self.halted:
+            return commands  # nothing follows a Stop or a Halt: the Shell is ending its loop
         return commands + self._wake()
 
     def _dispatch(self, event: ev.Event) -> list[cmd.Command]:
@@ -185,7 +198,7 @@ class NodeDriver:
             raise AssertionError("a ClaimCompleted arrived with no claim in flight")
         reserved = self.reservations.popleft()
         commands = [] if event.failed else self._store_recovered()
-        if self.cut_off:  # landed after shutdown gave up on handlers: give these straight back, unrun
+        if self.grace_over:  # landed after every handler was asked to stop: give these straight back, unrun
             for job in event.jobs:
                 self._buffer(job, OutcomeKind.RELEASED, "")
             return commands + self._flush() + self._stop_if_idle()
@@ -214,13 +227,8 @@ class NodeDriver:
 
     def _on_failed(self, job_id: int, message: str) -> list[cmd.Command]:
         running = self.executing.get(job_id)
-        why = running.stopping if running else None
-        if why is Why.OPERATOR:
-            return self._on_finished(job_id, OutcomeKind.CANCELLED, "")
-        if why is Why.SHUTDOWN:
-            return self._on_finished(job_id, OutcomeKind.RELEASED, "")
-        if why is Why.TIMEOUT and running is not None:
-            return self._on_finished(job_id, OutcomeKind.FAILED, _timed_out(running.timeout))
+        if running is not None and running.stopping is not None:
+            return self._on_finished(job_id, *_stopped_ending(running))
         return self._on_finished(job_id, OutcomeKind.FAILED, message)
 
     def _on_finished(self, job_id: int, kind: OutcomeKind, message: str) -> list[cmd.Command]:
@@ -253,7 +261,9 @@ class NodeDriver:
         if event.failed:
             # Nothing was written. The leases still hold (heartbeats renew them), so the outcomes are
             # written again once the store is back; a stale one is then fenced off, never double-applied.
-            self.buffer[:0] = batch
+            # Past the final flush window they are dropped instead, as the buffer was: their leases lapse.
+            if not self.given_up:
+                self.buffer[:0] = batch
             return self._stop_if_idle()
         commands = self._store_recovered()
         if self.draining:
@@ -304,20 +314,23 @@ class NodeDriver:
         if deadline.kind is Kind.CUT_OFF:
             return self._give_up_all(now)
         if deadline.kind is Kind.GIVE_UP:
+            self.given_up = True
             self.buffer.clear()  # their leases lapse; the sweep counts those Attempts
             return self._stop_if_idle()
         running = self.executing.get(deadline.job_id)
         if running is None or running.job.attempt != deadline.attempt:
             return []  # it ended meanwhile
         if deadline.kind is Kind.TIMEOUT:
+            # The time limit holds whoever asked first: a handler already asked to stop (by an operator, or
+            # the shutdown) is not asked again, but is cut off at the end of the grace all the same.
+            self.deadlines.add(now + TIMEOUT_GRACE, Kind.ABANDON, deadline.job_id, deadline.attempt)
             if running.stopping is not None:
                 return []
             running.stopping = Why.TIMEOUT
-            self.deadlines.add(now + TIMEOUT_GRACE, Kind.ABANDON, deadline.job_id, deadline.attempt)
             return [cmd.SignalCancellation(job_id=deadline.job_id)]
-        # Kind.ABANDON: the handler ignored its timeout. Cut it off first, then fail its Attempt.
+        # Kind.ABANDON: the handler did not stop within the grace. Cut it off first, then end its Attempt.
         del self.executing[deadline.job_id]
-        self._buffer(running.job, OutcomeKind.FAILED, _timed_out(running.timeout))
+        self._buffer(running.job, *_stopped_ending(running))
         commands: list[cmd.Command] = [cmd.AbandonExecution(job_id=deadline.job_id)]
         if len(self.buffer) >= self.config.max_outcome_batch or not self.executing:
             commands += self._flush()
@@ -408,6 +421,7 @@ class NodeDriver:
 
     def _ask_all_to_stop(self, now: datetime) -> list[cmd.Command]:
         """The grace is over: every handler still running is asked to stop, and gets STOP_WINDOW to do it."""
+        self.grace_over = True
         commands: list[cmd.Command] = []
         for job_id, running in self.executing.items():
             if running.stopping is None:
@@ -419,26 +433,30 @@ class NodeDriver:
     def _give_up_all(self, now: datetime) -> list[cmd.Command]:
         """Handlers that did not stop are cut off from the database first; then their jobs are given back
         (or failed, or cancelled, by why they were asked to stop)."""
-        if not self.cut_off:
+        # Always true, hence the pragma: only the GRACE deadline adds a CUT_OFF, and only the first
+        # ShutdownRequested adds a GRACE, so CUT_OFF fires once. A dead guard, kept until it is dropped.
+        if not self.cut_off:  # pragma: no branch
             self.cut_off = True
             self.deadlines.add(now + FINAL_FLUSH_WINDOW, Kind.GIVE_UP)
         commands: list[cmd.Command] = []
         for job_id, running in list(self.executing.items()):
             del self.executing[job_id]
             commands.append(cmd.AbandonExecution(job_id=job_id))
-            if running.stopping is Why.TIMEOUT:
-                self._buffer(running.job, OutcomeKind.FAILED, _timed_out(running.timeout))
-            elif running.stopping is Why.OPERATOR:
-                self._buffer(running.job, OutcomeKind.CANCELLED, "")
-            else:
-                self._buffer(running.job, OutcomeKind.RELEASED, "")
+            self._buffer(running.job, *_stopped_ending(running))
         return commands + self._flush() + self._stop_if_idle()
 
     def _stop_if_idle(self) -> list[cmd.Command]:
-        if self.draining and self.idle:
+        if self.draining and self.idle and not self.stopped:  # once: a step may reach here twice
             self.stopped = True
             return [cmd.RecordStatus(health=Health.STOPPED, detail=""), cmd.Stop()]
         return []
+
+
+def _stopped_ending(running: _Running) -> tuple[OutcomeKind, str]:
+    """The outcome kind and message of a handler asked to stop that failed or was cut off (one cut off with
+    no reason yet, a shutdown's doing, is given back)."""
+    why = running.stopping or Why.SHUTDOWN
+    return STOPPED_ENDINGS[why], _timed_out(running.timeout) if why is Why.TIMEOUT else ""
 
 
 def _timed_out(timeout: timedelta | None) -> str:
