@@ -114,6 +114,3 @@ Command = (
     | Halt
     | Stop
 )
-
-#: Commands that make a store round-trip and owe the Driver exactly one answer.
-STORE_COMMANDS = (ClaimBatch, ReportOutcomes, Heartbeat, ExpireLeases)

@@ -49,6 +49,3 @@ class Deadlines:
     @property
     def earliest(self) -> datetime | None:
         return self._heap[0].at if self._heap else None
-
-    def __len__(self) -> int:
-        return len(self._heap)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from .records import OutcomeKind
 from .retry import RetryPolicy
@@ -128,15 +127,6 @@ def after_attempt(
     due_at = {Due.KEEP: None, Due.RETRY: retry_at, Due.NOW: now}[rule.due]
     cause = rule.cause.format(message=message, attempt=attempt)
     return Move(state=rule.state, attempt_delta=rule.attempt_delta, due_at=due_at, cause=cause)
-
-
-def both_moves(kind: OutcomeKind, **facts: Any) -> tuple[Move, Move]:
-    """The move without and with a cancel request (``facts``: the other arguments of :func:`after_attempt`),
-    for a store that reads the flag in the very statement that writes the change (PostgreSQL's report): the
-    statement picks one of the two; it decides nothing."""
-    return after_attempt(kind, cancel_requested=False, **facts), after_attempt(
-        kind, cancel_requested=True, **facts
-    )
 
 
 class CancelEffect(enum.Enum):

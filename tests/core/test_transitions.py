@@ -22,7 +22,6 @@ from backwave_django.core.transitions import (
     Move,
     Rule,
     after_attempt,
-    both_moves,
     can_requeue,
     cancel_cause,
     cancel_effect,
@@ -195,13 +194,6 @@ ENDINGS = [
 @pytest.mark.parametrize(("facts", "expected"), ENDINGS)
 def test_each_ending_moves_the_job_as_the_table_says(facts, expected):
     assert move(facts.pop("kind"), **facts) == expected
-
-
-def test_both_moves_are_the_move_without_then_with_a_cancel_request():
-    facts = dict(job_id=1, attempt=1, max_attempts=10, message="boom", retry=EXACT, now=NOW)
-    without, with_cancel = both_moves(K.FAILED, **facts)
-    assert without == move(K.FAILED) and without.state is S.SCHEDULED
-    assert with_cancel == move(K.FAILED, cancel_requested=True) and with_cancel.state is S.CANCELLED
 
 
 # -- the operator tables ----------------------------------------------------------------------------------
