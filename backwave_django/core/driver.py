@@ -91,6 +91,7 @@ class NodeDriver:
         self.halted = False
         self.store_faults = 0  # transient faults in a row
         self.store_retry_at: datetime | None = None
+        self.now: datetime | None = None  # the time of the event being handled
         self.store_detail = ""
         self.abandoned_threads = 0  # handler threads abandoned that still run
         self.lost_slots = 0  # of those, the ones the pool could not replace
@@ -121,6 +122,7 @@ class NodeDriver:
     def step(self, event: ev.Event) -> list[cmd.Command]:
         if self.stopped or self.halted:
             return []
+        self.now = event.now
         commands = self._fire_deadlines(event.now)
         if not self.stopped:  # a deadline may end the drain: then this event comes after the Stop
             commands += self._dispatch(event)
@@ -163,9 +165,9 @@ class NodeDriver:
                 return self._on_shutdown(event)
         raise TypeError(f"the Node Driver got an unknown event: {event!r}")
 
-    def _store_ready(self, now: datetime) -> bool:
+    def _store_ready(self, now: datetime | None) -> bool:
         """False while store work waits out the backoff after a transient fault."""
-        return self.store_retry_at is None or now >= self.store_retry_at
+        return self.store_retry_at is None or now is None or now >= self.store_retry_at
 
     # -- claims ------------------------------------------------------------------------------------
 
@@ -248,7 +250,9 @@ class NodeDriver:
         )
 
     def _flush(self) -> list[cmd.Command]:
-        if not self.buffer:
+        """Write the buffered outcomes, unless there are none or store work is backing off (the next poll,
+        heartbeat or idle moment after the backoff writes them)."""
+        if not self.buffer or not self._store_ready(self.now):
             return []
         reports, self.buffer = tuple(self.buffer), []
         self.reports_in_flight.append(reports)
@@ -296,7 +300,7 @@ class NodeDriver:
             elif result.cancel_requested and running.stopping is None:
                 running.stopping = Why.OPERATOR
                 commands.append(cmd.SignalCancellation(job_id=result.job_id))
-        if not self.executing:
+        if not self.executing and self._store_ready(event.now):
             commands += self._flush()  # the drain-tail rule: nothing else will come to fill the batch
         return commands + self._stop_if_idle()
 

@@ -90,12 +90,13 @@ DEGRADED = [
         ],
     ),
     scenario(
-        "a job that ends during the backoff is still written at once",
+        "a job that ends during the backoff is written once the backoff has passed, not before",
         [
             (poll(), [claim(3)]),
             (claimed(1), execute(1)),
             (fault(), [degraded()]),
-            (succeeded(1), [report(ok(1))]),
+            (succeeded(1, s=MIN / 2), []),
+            (idle(s=MIN), [report(ok(1)), claim(3)]),
         ],
     ),
 ]

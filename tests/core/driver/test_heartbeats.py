@@ -22,6 +22,7 @@ from .helpers import (
     heartbeat,
     job,
     lost,
+    failed,
     ok,
     poll,
     raised,
@@ -214,5 +215,18 @@ def test_with_only_unwritten_outcomes_left_a_renewing_heartbeat_flushes_them():
         [
             (beat_done(lost(2), s=0.05), [RUNNING, *abandon(2), report(ok(1))]),
             (reported(applied=[1], s=0.06), [REPOLL]),
+        ],
+    )
+
+
+def test_a_failed_heartbeat_with_nothing_running_does_not_write_outcomes_during_the_backoff():
+    node = _outcome_of_1_unwritten()
+    run(
+        node,
+        [
+            (raised(2, s=0.01), []),  # nothing runs now; the store is still backing off: no write yet
+            (beat_due(s=0.05), [degraded(), heartbeat(1, 2)]),
+            (beat_done(failed=True, s=0.06), []),  # the drain-tail flush waits out the backoff too
+            (poll(s=0.2), [report(ok(1), failed(2)), claim(2)]),
         ],
     )

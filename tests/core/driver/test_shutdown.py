@@ -400,9 +400,10 @@ def test_a_deadline_that_ends_the_drain_ends_the_step_too():
             (succeeded(1), [report(ok(1))]),
             (fault(), [degraded()]),
             (reported(failed=True), []),
-            (shutdown(grace=0), [report(ok(1)), wake(WINDOW)]),
-            (fault(), []),
-            (reported(failed=True), []),
+            (shutdown(grace=0), [wake(WINDOW)]),  # backing off: no write yet
+            (poll(s=0.1), [report(ok(1))]),  # a poll past the backoff writes, and fails again
+            (fault(s=0.1), []),
+            (reported(failed=True, s=0.1), []),
             (timer(WINDOW), [report(ok(1)), wake(WINDOW + FINAL)]),  # the cut-off flushes
             (fault(s=WINDOW), []),
             (reported(failed=True, s=WINDOW), []),
