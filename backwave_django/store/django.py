@@ -25,7 +25,7 @@ from .. import wakeups
 from ..core import transitions
 from ..core.health import Health
 from ..core.names import queue_name_problem
-from ..core.records import ClaimedJob, HeartbeatResult, OutcomeReport
+from ..core.records import ClaimedJob, HeartbeatResult, OutcomeKind, OutcomeReport
 from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.text import clean
@@ -523,7 +523,10 @@ class DjangoStore:
     def list_outcomes(self, job_id: int) -> list[OutcomeView]:
         fields = ("job_id", "attempt", "worker", "kind", "state_after", "message", "detail", "recorded_at")
         rows = Outcome.objects.using(self.using).filter(job_id=job_id).order_by("id").values(*fields)
-        return [OutcomeView(**{**r, "kind": r["kind"], "state_after": State(r["state_after"])}) for r in rows]
+        return [
+            OutcomeView(**{**r, "kind": OutcomeKind(r["kind"]), "state_after": State(r["state_after"])})
+            for r in rows
+        ]
 
     def list_audit(self, target: str | None = None) -> list[AuditView]:
         rows = AuditRecord.objects.using(self.using).order_by("id")
