@@ -108,11 +108,13 @@ def for_expiry(
     return Change(job_id=job_id, attempt=attempt, kind=OutcomeKind.EXPIRED, worker=owner, move=move)
 
 
-def first_per_job(reports: Sequence[OutcomeReport]) -> dict[int, OutcomeReport]:
-    """A job listed twice in one batch applies once, by its first row."""
-    first: dict[int, OutcomeReport] = {}
+def first_per_attempt(reports: Sequence[OutcomeReport]) -> dict[tuple[int, int], OutcomeReport]:
+    """A batch's rows by (job, Attempt): an Attempt listed twice applies once, by its first row. A job holds
+    at most one lease, so at most one of its Attempts passes the fence: a stale row for an Attempt it lost
+    never fences off the row for the Attempt it holds now."""
+    first: dict[tuple[int, int], OutcomeReport] = {}
     for report in reports:
-        first.setdefault(report.job_id, report)
+        first.setdefault((report.job_id, report.attempt), report)
     return first
 
 

@@ -248,7 +248,7 @@ class DjangoStore:
         """After the database refused a batch: each row alone, and a row it still refuses with a generic
         message and no traceback. Only a refusal of that too (a fault of the store, not of the row) raises."""
         applied: set[int] = set()
-        for report in changes.first_per_job(reports).values():
+        for report in changes.first_per_attempt(reports).values():
             try:
                 applied |= self._report(worker_id, [report], retry, now, details)
             except DatabaseError as exc:
@@ -268,34 +268,34 @@ class DjangoStore:
     ) -> set[int]:
         """One fenced batch in one transaction: the ids whose outcome applied."""
         with self._write():
-            first = changes.first_per_job(reports)
-            held = self._fence(worker_id, {(r.job_id, r.attempt) for r in first.values()}, now)
-            flags = self._cancel_flags(list(held))
+            first = changes.first_per_attempt(reports)
+            held = self._fence(worker_id, set(first), now)
+            flags = self._cancel_flags([job_id for job_id, _ in held])
             self._apply(
                 [
                     changes.for_report(
-                        first[job_id],
+                        first[job_id, attempt],
                         worker=worker_id,
                         cancel_requested=flags.get(job_id, False),
                         retry=retry,
                         now=now,
                         detail=details.get(job_id),
                     )
-                    for job_id in held
+                    for job_id, attempt in held
                 ],
                 now,
             )
-        return set(held)
+        return {job_id for job_id, _ in held}
 
-    def _fence(self, worker_id: str, attempts: set[tuple[int, int]], now: datetime) -> set[int]:
+    def _fence(self, worker_id: str, attempts: set[tuple[int, int]], now: datetime) -> set[tuple[int, int]]:
         """Delete the leases this worker still holds, live at ``now``, for these (job, Attempt) pairs.
-        Returns the ids whose lease passed."""
+        Returns the pairs whose lease passed (at most one per job)."""
         job_ids = list({job_id for job_id, _ in attempts})
         leases = Lease.objects.using(self.using).filter(job_id__in=job_ids, owner=worker_id)
         live = leases.filter(expires_at__gt=now).select_for_update().values_list("job_id", "attempt")
-        held = {job_id for job_id, attempt in live if (job_id, attempt) in attempts}
+        held = {(job_id, attempt) for job_id, attempt in live if (job_id, attempt) in attempts}
         if held:
-            Lease.objects.using(self.using).filter(job_id__in=list(held)).delete()
+            Lease.objects.using(self.using).filter(job_id__in=[job_id for job_id, _ in held]).delete()
         return held
 
     def _cancel_flags(self, ids: Sequence[int]) -> dict[int, bool]:

@@ -174,7 +174,7 @@ class MemoryStore:
         with self._lock:
             self._fault("report", "before")
             moves = []
-            for report in changes.first_per_job(reports).values():
+            for report in changes.first_per_attempt(reports).values():
                 lease = self._leases.get(report.job_id)
                 if lease is None or lease.owner != worker_id or lease.attempt != report.attempt:
                     continue

@@ -153,8 +153,8 @@ REPORT = (
     f"WITH changes AS ({CHANGES}), fenced AS ("
     " DELETE FROM backwave_django_lease l USING changes c"
     " WHERE l.job_id = c.job_id AND l.attempt = c.attempt AND l.owner = %(owner)s AND l.expires_at > %(now)s"
-    " RETURNING l.job_id),"
-    + _MOVE_AND_LOG.format(source="changes c JOIN fenced f ON f.job_id = c.job_id")
+    " RETURNING l.job_id, l.attempt),"
+    + _MOVE_AND_LOG.format(source="changes c JOIN fenced f ON f.job_id = c.job_id AND f.attempt = c.attempt")
     + " SELECT 'fenced', job_id FROM fenced UNION ALL SELECT 'moved', id FROM moved"
 )
 
@@ -349,7 +349,7 @@ class PostgresStore(DjangoStore):
                 )
                 for flag in (False, True)
             )
-            for r in changes.first_per_job(reports).values()
+            for r in changes.first_per_attempt(reports).values()
         ]
         with transaction.atomic(using=self.using):
             rows = self._rows(REPORT, {**_arrays(pairs), "owner": worker_id, "now": now})  # type: ignore[arg-type]
