@@ -353,10 +353,10 @@ class PostgresStore(DjangoStore):
         ]
         with transaction.atomic(using=self.using):
             rows = self._rows(REPORT, {**_arrays(pairs), "owner": worker_id, "now": now})  # type: ignore[arg-type]
-        fenced = {job_id for what, job_id in rows if what == "fenced"}
-        moved = {job_id for what, job_id in rows if what == "moved"}
-        if fenced != moved:
-            raise StoreError(f"leased jobs {sorted(fenced - moved)} lost their state under a held lease")
+            fenced = {job_id for what, job_id in rows if what == "fenced"}
+            moved = {job_id for what, job_id in rows if what == "moved"}
+            if fenced != moved:  # raised inside the transaction: it rolls back, nothing is half-written
+                raise StoreError(f"leased jobs {sorted(fenced - moved)} lost their state under a held lease")
         return fenced
 
     def _apply(self, moves: Sequence[Change], now: datetime) -> None:
