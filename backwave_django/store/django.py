@@ -204,7 +204,7 @@ class DjangoStore:
         ids = list(picked[:take])
         if not ids:
             return []
-        transitions.claim(State.SCHEDULED)
+        changes.check_claim(State.SCHEDULED)
         jobs.filter(id__in=ids, state=State.SCHEDULED).update(state=State.LEASED, attempt=F("attempt") + 1)
         rows = list(jobs.filter(id__in=ids).order_by("due_at", "id").values_list(*CLAIMED_FIELDS))
         expires = now + lease_duration
@@ -398,7 +398,7 @@ class DjangoStore:
         with self._write():
             found = Job.objects.using(self.using).select_for_update().filter(id=job_id).values_list("state")
             row = found.first()
-            effect = transitions.cancel_effect(State(row[0])) if row else transitions.CancelEffect.REFUSE
+            effect = changes.cancel_effect(State(row[0])) if row else transitions.CancelEffect.REFUSE
             if effect is transitions.CancelEffect.REFUSE:
                 return CancelResult.NOT_CANCELLABLE
             job = Job.objects.using(self.using).filter(id=job_id)
@@ -416,7 +416,7 @@ class DjangoStore:
         with self._write():
             found = Job.objects.using(self.using).select_for_update().filter(id=job_id)
             row = found.values_list("state", "queue").first()
-            if row is None or not transitions.can_requeue(State(row[0])):
+            if row is None or not changes.can_requeue(State(row[0])):
                 return RequeueResult.NOT_REQUEUEABLE
             found.update(
                 state=State.SCHEDULED,

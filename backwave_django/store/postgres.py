@@ -24,6 +24,7 @@ from django.db.backends.utils import CursorWrapper
 from .. import conf
 from ..core.records import ClaimedJob, HeartbeatResult, OutcomeReport
 from ..core.retry import RetryPolicy
+from ..core.states import State
 from . import changes
 from .bounds import check_new_job
 from .changes import Change
@@ -320,6 +321,7 @@ class PostgresStore(DjangoStore):
     ) -> list[ClaimedJob]:
         if limited:  # under the settings row lock taken by _free_slots: the ORM path
             return super()._claim_queue(worker_id, queue, take, lease_duration, now, limited=True)
+        changes.check_claim(State.SCHEDULED)  # the statement moves scheduled jobs to leased
         params = {
             "queue": queue,
             "now": now,
