@@ -1,4 +1,11 @@
-"""Shared fixtures. The suite runs once per database: SQLite by default, PostgreSQL by DATABASE_URL."""
+"""Shared fixtures. The suite runs once per database: SQLite by default, PostgreSQL by DATABASE_URL.
+
+The conformance suite (``tests/contract``) runs each test that takes ``store`` once per store this run
+certifies: the in-memory store always (without a database), and the stores of the database: on PostgreSQL
+the native PostgresStore (``[postgres]``) and the portable ORM store (``[portable]``), on SQLite the
+portable store (``[sqlite]``). Tests that take ``db_store`` need what only a database has (real
+transactions, real concurrency, a database that refuses a row) and run on the database's stores only.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +15,10 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from backwave_django.store import get_store
+from backwave_django.store import JobStore, get_store
 from backwave_django.store.django import DjangoStore
+from backwave_django.store.memory import MemoryStore
+from backwave_django.store.postgres import PostgresStore
 
 from . import jobs  # noqa: F401  (registers the tests.* jobs)
 
@@ -17,18 +26,65 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LEASE = timedelta(minutes=1)
 
 
+def database_store_kinds() -> list[str]:
+    """The stores the conformance suite certifies on this run's database."""
+    engine = settings.DATABASES["default"]["ENGINE"]
+    return ["postgres", "portable"] if "postgresql" in engine else ["sqlite"]
+
+
+def store_kinds() -> list[str]:
+    return ["memory", *database_store_kinds()]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Tests that take ``store`` run once per store the suite certifies on this database: on PostgreSQL the
-    native PostgresStore (SQL hot paths) and the portable ORM store; on SQLite the one store there is."""
-    if "store" in metafunc.fixturenames:
-        engine = settings.DATABASES["default"]["ENGINE"]
-        kinds = ["postgres", "portable"] if "postgresql" in engine else ["sqlite"]
-        metafunc.parametrize("store_kind", kinds)
+    """``store``: every store of this run, named in the test id; ``db_store``: the database's stores only."""
+    wants_any, wants_db = "store" in metafunc.fixturenames, "db_store" in metafunc.fixturenames
+    if wants_any and wants_db:
+        raise pytest.UsageError(f"{metafunc.function.__name__} takes both store and db_store: pick one")
+    if wants_any or wants_db:
+        # A database store's test id gets the django_db mark, so that pytest-django sets the database up,
+        # unless the test (or its module) has its own, such as transaction=True.
+        own = next(metafunc.definition.iter_markers("django_db"), None)
+        db_mark = () if own is not None else pytest.mark.django_db
+        kinds = store_kinds() if wants_any else database_store_kinds()
+        metafunc.parametrize(
+            "store_kind", [pytest.param(k, marks=() if k == "memory" else db_mark, id=k) for k in kinds]
+        )
+
+
+def make_store(kind: str) -> JobStore:
+    """A store of ``kind``; a database one over the ``default`` alias (the caller sets the database up)."""
+    match kind:
+        case "memory":
+            return MemoryStore()
+        case "portable":
+            return DjangoStore("default")
+        case "postgres" | "sqlite":
+            made = get_store("default")
+            expected = PostgresStore if kind == "postgres" else DjangoStore
+            assert type(made) is expected, f"get_store() gave {type(made).__name__} for {kind}"
+            return made
+    raise ValueError(f"no store kind {kind!r}")
 
 
 @pytest.fixture
-def store(store_kind: str, db: None) -> DjangoStore:
-    return DjangoStore("default") if store_kind == "portable" else get_store("default")
+def store(store_kind: str) -> JobStore:
+    """One store per test id. The memory store's ids have no database: a test there must not need one."""
+    return make_store(store_kind)
+
+
+@pytest.fixture
+def db_store(store_kind: str, db: None) -> DjangoStore:
+    made = make_store(store_kind)
+    assert isinstance(made, DjangoStore)
+    return made
+
+
+@pytest.fixture
+def every_store(db: None) -> dict[str, JobStore]:
+    """One of each store this run certifies, by kind, for tests that compare them with each other (the
+    database's stores share its tables: each test sets up its own jobs in each)."""
+    return {kind: make_store(kind) for kind in store_kinds()}
 
 
 @pytest.fixture

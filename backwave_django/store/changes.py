@@ -2,12 +2,16 @@
 
 A :class:`Change` pairs the decision of ``core.transitions`` with what is written beside it (who ended
 the Attempt, its traceback), already cleaned and bounded. Every store builds its changes here, so they all
-write the same thing for the same event.
+write the same thing for the same event. Every other decision a store asks of ``core.transitions`` (may a
+claim lease this job, what does a cancel do, may this job be requeued) goes through here too, so that a move
+the legal transitions forbid is refused as the contract says: with :class:`StoreError`, before anything is
+written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,9 +21,40 @@ from ..core.records import ClaimedJob, OutcomeKind, OutcomeReport
 from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES, clean
+from .contract import StoreError
 
 #: The columns a claim returns, in the order of :class:`ClaimedJob`'s fields.
 CLAIMED_FIELDS = ("id", "wire_name", "queue", "payload", "attempt", "max_attempts", "due_at", "timeout")
+
+
+@contextmanager
+def _legal_moves_only() -> Iterator[None]:
+    """A move a table names but ``states.TRANSITIONS`` forbids (a bug in a table) refuses the operation."""
+    try:
+        yield
+    except transitions.IllegalTransition as exc:
+        raise StoreError(f"refused: {exc}") from exc
+
+
+def check_claim(state: State) -> None:
+    """Raise :class:`StoreError` unless a claim may lease a job in ``state``."""
+    with _legal_moves_only():
+        transitions.claim(state)
+
+
+def cancel_effect(state: State) -> transitions.CancelEffect:
+    with _legal_moves_only():
+        return transitions.cancel_effect(state)
+
+
+def can_requeue(state: State) -> bool:
+    with _legal_moves_only():
+        return transitions.can_requeue(state)
+
+
+def _after_attempt(kind: OutcomeKind, **facts: Any) -> transitions.Move:
+    with _legal_moves_only():
+        return transitions.after_attempt(kind, **facts)
 
 
 def claimed_job(row: Sequence[Any]) -> ClaimedJob:
@@ -65,7 +100,7 @@ def for_report(
     now: datetime,
     detail: str | None = None,
 ) -> Change:
-    move = transitions.after_attempt(
+    move = _after_attempt(
         report.kind,
         job_id=report.job_id,
         attempt=report.attempt,
@@ -95,7 +130,7 @@ def for_expiry(
     retry: RetryPolicy,
     now: datetime,
 ) -> Change:
-    move = transitions.after_attempt(
+    move = _after_attempt(
         OutcomeKind.EXPIRED,
         job_id=job_id,
         attempt=attempt,
@@ -108,11 +143,13 @@ def for_expiry(
     return Change(job_id=job_id, attempt=attempt, kind=OutcomeKind.EXPIRED, worker=owner, move=move)
 
 
-def first_per_job(reports: Sequence[OutcomeReport]) -> dict[int, OutcomeReport]:
-    """A job listed twice in one batch applies once, by its first row."""
-    first: dict[int, OutcomeReport] = {}
+def first_per_attempt(reports: Sequence[OutcomeReport]) -> dict[tuple[int, int], OutcomeReport]:
+    """A batch's rows by (job, Attempt): an Attempt listed twice applies once, by its first row. A job holds
+    at most one lease, so at most one of its Attempts passes the fence: a stale row for an Attempt it lost
+    never fences off the row for the Attempt it holds now."""
+    first: dict[tuple[int, int], OutcomeReport] = {}
     for report in reports:
-        first.setdefault(report.job_id, report)
+        first.setdefault((report.job_id, report.attempt), report)
     return first
 
 

@@ -25,7 +25,7 @@ from .. import wakeups
 from ..core import transitions
 from ..core.health import Health
 from ..core.names import queue_name_problem
-from ..core.records import ClaimedJob, HeartbeatResult, OutcomeReport
+from ..core.records import ClaimedJob, HeartbeatResult, OutcomeKind, OutcomeReport
 from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.text import clean
@@ -207,7 +207,7 @@ class DjangoStore:
         ids = list(picked[:take])
         if not ids:
             return []
-        transitions.claim(State.SCHEDULED)
+        changes.check_claim(State.SCHEDULED)
         jobs.filter(id__in=ids, state=State.SCHEDULED).update(state=State.LEASED, attempt=F("attempt") + 1)
         rows = list(jobs.filter(id__in=ids).order_by("due_at", "id").values_list(*CLAIMED_FIELDS))
         expires = now + lease_duration
@@ -251,7 +251,7 @@ class DjangoStore:
         """After the database refused a batch: each row alone, and a row it still refuses with a generic
         message and no traceback. Only a refusal of that too (a fault of the store, not of the row) raises."""
         applied: set[int] = set()
-        for report in changes.first_per_job(reports).values():
+        for report in changes.first_per_attempt(reports).values():
             try:
                 applied |= self._report(worker_id, [report], retry, now, details)
             except DatabaseError as exc:
@@ -271,34 +271,34 @@ class DjangoStore:
     ) -> set[int]:
         """One fenced batch in one transaction: the ids whose outcome applied."""
         with self._write():
-            first = changes.first_per_job(reports)
-            held = self._fence(worker_id, {(r.job_id, r.attempt) for r in first.values()}, now)
-            flags = self._cancel_flags(list(held))
+            first = changes.first_per_attempt(reports)
+            held = self._fence(worker_id, set(first), now)
+            flags = self._cancel_flags([job_id for job_id, _ in held])
             self._apply(
                 [
                     changes.for_report(
-                        first[job_id],
+                        first[job_id, attempt],
                         worker=worker_id,
                         cancel_requested=flags.get(job_id, False),
                         retry=retry,
                         now=now,
                         detail=details.get(job_id),
                     )
-                    for job_id in held
+                    for job_id, attempt in held
                 ],
                 now,
             )
-        return set(held)
+        return {job_id for job_id, _ in held}
 
-    def _fence(self, worker_id: str, attempts: set[tuple[int, int]], now: datetime) -> set[int]:
+    def _fence(self, worker_id: str, attempts: set[tuple[int, int]], now: datetime) -> set[tuple[int, int]]:
         """Delete the leases this worker still holds, live at ``now``, for these (job, Attempt) pairs.
-        Returns the ids whose lease passed."""
+        Returns the pairs whose lease passed (at most one per job)."""
         job_ids = list({job_id for job_id, _ in attempts})
         leases = Lease.objects.using(self.using).filter(job_id__in=job_ids, owner=worker_id)
         live = leases.filter(expires_at__gt=now).select_for_update().values_list("job_id", "attempt")
-        held = {job_id for job_id, attempt in live if (job_id, attempt) in attempts}
+        held = {(job_id, attempt) for job_id, attempt in live if (job_id, attempt) in attempts}
         if held:
-            Lease.objects.using(self.using).filter(job_id__in=list(held)).delete()
+            Lease.objects.using(self.using).filter(job_id__in=[job_id for job_id, _ in held]).delete()
         return held
 
     def _cancel_flags(self, ids: Sequence[int]) -> dict[int, bool]:
@@ -401,7 +401,7 @@ class DjangoStore:
         with self._write():
             found = Job.objects.using(self.using).select_for_update().filter(id=job_id).values_list("state")
             row = found.first()
-            effect = transitions.cancel_effect(State(row[0])) if row else transitions.CancelEffect.REFUSE
+            effect = changes.cancel_effect(State(row[0])) if row else transitions.CancelEffect.REFUSE
             if effect is transitions.CancelEffect.REFUSE:
                 return CancelResult.NOT_CANCELLABLE
             job = Job.objects.using(self.using).filter(id=job_id)
@@ -419,7 +419,7 @@ class DjangoStore:
         with self._write():
             found = Job.objects.using(self.using).select_for_update().filter(id=job_id)
             row = found.values_list("state", "queue").first()
-            if row is None or not transitions.can_requeue(State(row[0])):
+            if row is None or not changes.can_requeue(State(row[0])):
                 return RequeueResult.NOT_REQUEUEABLE
             found.update(
                 state=State.SCHEDULED,
@@ -526,7 +526,10 @@ class DjangoStore:
     def list_outcomes(self, job_id: int) -> list[OutcomeView]:
         fields = ("job_id", "attempt", "worker", "kind", "state_after", "message", "detail", "recorded_at")
         rows = Outcome.objects.using(self.using).filter(job_id=job_id).order_by("id").values(*fields)
-        return [OutcomeView(**{**r, "kind": r["kind"], "state_after": State(r["state_after"])}) for r in rows]
+        return [
+            OutcomeView(**{**r, "kind": OutcomeKind(r["kind"]), "state_after": State(r["state_after"])})
+            for r in rows
+        ]
 
     def list_audit(self, target: str | None = None) -> list[AuditView]:
         rows = AuditRecord.objects.using(self.using).order_by("id")

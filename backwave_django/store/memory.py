@@ -150,7 +150,7 @@ class MemoryStore:
         return max(0, settings.concurrency_limit - leased)
 
     def _lease(self, job: JobView, worker_id: str, now: datetime, duration: timedelta) -> ClaimedJob:
-        transitions.claim(job.state)
+        changes.check_claim(job.state)
         job = replace(job, state=State.LEASED, attempt=job.attempt + 1)
         self._jobs[job.id] = job
         self._leases[job.id] = LeaseView(
@@ -177,7 +177,7 @@ class MemoryStore:
         with self._lock:
             self._fault("report", "before")
             moves = []
-            for report in changes.first_per_job(reports).values():
+            for report in changes.first_per_attempt(reports).values():
                 lease = self._leases.get(report.job_id)
                 if lease is None or lease.owner != worker_id or lease.attempt != report.attempt:
                     continue
@@ -287,7 +287,7 @@ class MemoryStore:
         with self._lock:
             self._fault("cancel", "before")
             job = self._jobs.get(job_id)
-            effect = transitions.cancel_effect(job.state) if job else transitions.CancelEffect.REFUSE
+            effect = changes.cancel_effect(job.state) if job else transitions.CancelEffect.REFUSE
             if job is None or effect is transitions.CancelEffect.REFUSE:
                 return CancelResult.NOT_CANCELLABLE
             if effect is transitions.CancelEffect.REQUEST:
@@ -307,7 +307,7 @@ class MemoryStore:
         with self._lock:
             self._fault("requeue", "before")
             job = self._jobs.get(job_id)
-            if job is None or not transitions.can_requeue(job.state):
+            if job is None or not changes.can_requeue(job.state):
                 return RequeueResult.NOT_REQUEUEABLE
             self._jobs[job_id] = replace(
                 job, state=State.SCHEDULED, attempt=0, due_at=now, terminal_at=None, terminal_cause="",

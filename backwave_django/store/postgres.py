@@ -24,6 +24,7 @@ from django.db.backends.utils import CursorWrapper
 from .. import conf
 from ..core.records import ClaimedJob, HeartbeatResult, OutcomeReport
 from ..core.retry import RetryPolicy
+from ..core.states import State
 from . import changes
 from .bounds import check_new_job
 from .changes import Change
@@ -153,8 +154,8 @@ REPORT = (
     f"WITH changes AS ({CHANGES}), fenced AS ("
     " DELETE FROM backwave_django_lease l USING changes c"
     " WHERE l.job_id = c.job_id AND l.attempt = c.attempt AND l.owner = %(owner)s AND l.expires_at > %(now)s"
-    " RETURNING l.job_id),"
-    + _MOVE_AND_LOG.format(source="changes c JOIN fenced f ON f.job_id = c.job_id")
+    " RETURNING l.job_id, l.attempt),"
+    + _MOVE_AND_LOG.format(source="changes c JOIN fenced f ON f.job_id = c.job_id AND f.attempt = c.attempt")
     + " SELECT 'fenced', job_id FROM fenced UNION ALL SELECT 'moved', id FROM moved"
 )
 
@@ -320,6 +321,7 @@ class PostgresStore(DjangoStore):
     ) -> list[ClaimedJob]:
         if limited:  # under the settings row lock taken by _free_slots: the ORM path
             return super()._claim_queue(worker_id, queue, take, lease_duration, now, limited=True)
+        changes.check_claim(State.SCHEDULED)  # the statement moves scheduled jobs to leased
         params = {
             "queue": queue,
             "now": now,
@@ -349,14 +351,14 @@ class PostgresStore(DjangoStore):
                 )
                 for flag in (False, True)
             )
-            for r in changes.first_per_job(reports).values()
+            for r in changes.first_per_attempt(reports).values()
         ]
         with transaction.atomic(using=self.using):
             rows = self._rows(REPORT, {**_arrays(pairs), "owner": worker_id, "now": now})  # type: ignore[arg-type]
-        fenced = {job_id for what, job_id in rows if what == "fenced"}
-        moved = {job_id for what, job_id in rows if what == "moved"}
-        if fenced != moved:
-            raise StoreError(f"leased jobs {sorted(fenced - moved)} lost their state under a held lease")
+            fenced = {job_id for what, job_id in rows if what == "fenced"}
+            moved = {job_id for what, job_id in rows if what == "moved"}
+            if fenced != moved:  # raised inside the transaction: it rolls back, nothing is half-written
+                raise StoreError(f"leased jobs {sorted(fenced - moved)} lost their state under a held lease")
         return fenced
 
     def _apply(self, moves: Sequence[Change], now: datetime) -> None:

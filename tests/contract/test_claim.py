@@ -7,39 +7,60 @@ from datetime import timedelta
 import pytest
 
 from backwave_django.core.records import ClaimedJob
-from backwave_django.core.states import State
-from backwave_django.models import Lease, Outcome
+from backwave_django.core.states import TERMINAL_STATES, State
+from backwave_django.store.contract import LeaseView
 
 from ..conftest import LEASE, T0
-from ..factories import JobFactory
-from .support import NO_BACKOFF, OTHER_WORKER, WORKER, claim, enqueue, enqueue_one, fresh, new_job, snapshot
-
-pytestmark = pytest.mark.django_db
+from .support import (
+    MAX_PAYLOAD,
+    NO_BACKOFF,
+    OTHER_WORKER,
+    WORKER,
+    claim,
+    enqueue,
+    enqueue_one,
+    inspect,
+    job,
+    job_in_state,
+    new_job,
+    snapshot,
+    state_of,
+    sweep,
+)
 
 
 def test_a_claim_leases_a_due_job_and_starts_attempt_one(store):
-    job = enqueue_one(store, wire_name="tests.add", payload='{"a": 1, "b": 2}', max_attempts=4)
+    new = enqueue_one(
+        store, wire_name="tests.add", payload='{"a": 1, "b": 2}', max_attempts=4, timeout=timedelta(seconds=7)
+    )
     now = T0 + timedelta(seconds=30)
 
     claimed = claim(store, now=now, lease=timedelta(seconds=90))
 
     assert claimed == [
         ClaimedJob(
-            id=job.id,
+            id=new.id,
             wire_name="tests.add",
             queue="default",
             payload='{"a": 1, "b": 2}',
             attempt=1,
             max_attempts=4,
             due_at=T0,
+            timeout=timedelta(seconds=7),
         )
     ]
-    stored = fresh(job.id)
-    assert (State(stored.state), stored.attempt) == (State.LEASED, 1)
-    lease = Lease.objects.get(job_id=job.id)
-    assert (lease.owner, lease.attempt, lease.queue) == (WORKER, 1, "default")
-    assert (lease.claimed_at, lease.expires_at) == (now, now + timedelta(seconds=90))
-    assert not Outcome.objects.exists()  # an Outcome is written when the Attempt ends, not when it starts
+    stored = job(store, new.id)
+    assert (stored.state, stored.attempt) == (State.LEASED, 1)
+    assert store.get_lease(new.id) == LeaseView(
+        job_id=new.id,
+        queue="default",
+        owner=WORKER,
+        attempt=1,
+        claimed_at=now,
+        expires_at=now + timedelta(seconds=90),
+    )
+    # an Outcome is written when the Attempt ends, not when it starts
+    assert store.list_outcomes(new.id) == []
 
 
 def test_a_claim_takes_only_jobs_that_are_due(store):
@@ -54,7 +75,7 @@ def test_a_claim_takes_only_the_requested_queues(store):
     other = enqueue_one(store, queue="reports")
 
     assert [c.id for c in claim(store, queues=["emails"])] == [wanted.id]
-    assert State(fresh(other.id).state) is State.SCHEDULED
+    assert state_of(store, other.id) is State.SCHEDULED
 
 
 def test_a_claim_returns_jobs_by_due_time_then_enqueue_order(store):
@@ -74,23 +95,24 @@ def test_a_claim_respects_max_jobs_and_leaves_the_rest_scheduled(store):
 
     assert [c.id for c in first] == [j.id for j in jobs[:2]]
     assert [c.id for c in second] == [j.id for j in jobs[2:4]]
-    assert State(fresh(jobs[4].id).state) is State.SCHEDULED
-    assert Lease.objects.count() == 4
+    assert state_of(store, jobs[4].id) is State.SCHEDULED
+    assert [store.get_lease(j.id) is not None for j in jobs] == [True, True, True, True, False]
+    assert inspect(store).leased_in("default") == 4
 
 
 @pytest.mark.parametrize("max_jobs", [0, -1])
 def test_a_claim_for_no_jobs_changes_nothing(store, max_jobs):
     enqueue(store, 2)
-    before = snapshot()
+    before = snapshot(store)
     assert claim(store, max_jobs=max_jobs) == []
-    assert snapshot() == before
+    assert snapshot(store) == before
 
 
 def test_a_claim_of_no_queues_changes_nothing(store):
     enqueue(store, 2)
-    before = snapshot()
+    before = snapshot(store)
     assert claim(store, queues=[]) == []
-    assert snapshot() == before
+    assert snapshot(store) == before
 
 
 def test_a_claim_on_an_empty_store_returns_nothing(store):
@@ -98,18 +120,18 @@ def test_a_claim_on_an_empty_store_returns_nothing(store):
 
 
 def test_a_leased_job_is_not_claimed_again(store):
-    job = enqueue_one(store)
+    new = enqueue_one(store)
     claim(store)
     assert claim(store, worker=OTHER_WORKER, now=T0 + timedelta(seconds=30)) == []
-    assert fresh(job.id).attempt == 1
+    assert job(store, new.id).attempt == 1
 
 
 def test_a_claim_never_takes_terminal_jobs(store):
-    for state in (State.SUCCEEDED, State.CANCELLED, State.DEAD_LETTERED, State.QUARANTINED):
-        JobFactory(state=state, attempt=1, terminal_at=T0, due_at=T0 - timedelta(hours=1))
-    before = snapshot()
-    assert claim(store) == []
-    assert snapshot() == before
+    for state in sorted(TERMINAL_STATES):
+        job_in_state(store, state)
+    before = snapshot(store)
+    assert claim(store, now=T0 + timedelta(hours=1)) == []
+    assert snapshot(store) == before
 
 
 def test_an_expired_but_unswept_lease_is_not_claimable(store):
@@ -138,20 +160,23 @@ def test_a_claim_fills_from_the_first_queue_then_falls_through_in_order(store):
 
 
 def test_an_empty_first_queue_falls_through_to_the_next(store):
-    job = enqueue_one(store, queue="low")
-    assert [c.id for c in claim(store, queues=["high", "low"])] == [job.id]
+    new = enqueue_one(store, queue="low")
+    assert [c.id for c in claim(store, queues=["high", "low"])] == [new.id]
 
 
 def test_each_claim_increments_the_attempt(store, t0):
-    job = enqueue_one(store, max_attempts=5)
+    new = enqueue_one(store, max_attempts=5)
     for attempt in (1, 2, 3):
         now = t0 + timedelta(minutes=attempt)
         [claimed] = claim(store, now=now)
         assert claimed.attempt == attempt
-        assert Lease.objects.get(job_id=job.id).attempt == attempt
-        store.expire_leases(queues=["default"], max_jobs=10, retry=NO_BACKOFF, now=now + LEASE)
+        assert store.get_lease(new.id).attempt == attempt
+        sweep(store, now=now + LEASE, retry=NO_BACKOFF)
 
 
-def test_enqueued_rows_keep_the_bulk_order_as_the_claim_tiebreak(store):
-    jobs = store.enqueue([new_job(wire_name=f"tests.n{i}") for i in range(6)], now=T0, max_payload_bytes=100)
-    assert [c.wire_name for c in claim(store)] == [j.wire_name for j in jobs]
+def test_enqueued_jobs_keep_the_batch_order_as_the_claim_tiebreak(store):
+    news = [new_job(wire_name=f"tests.n{i}") for i in range(6)]
+    ids = [e.id for e in store.enqueue(news, now=T0, max_payload_bytes=MAX_PAYLOAD)]
+    claimed = claim(store)
+    assert [c.id for c in claimed] == ids
+    assert [c.wire_name for c in claimed] == [n.wire_name for n in news]

@@ -1,4 +1,6 @@
-"""Outcome reports: fenced by the Lease's (owner, attempt) and ``expires_at > now``; one Outcome each."""
+"""Outcome reports: fenced by the Lease's (owner, attempt) and ``expires_at > now``; one Outcome each. The
+store decides retries: through the transition table, with the retry policy it is given and the ceiling the
+worker reports."""
 
 from __future__ import annotations
 
@@ -7,35 +9,35 @@ from datetime import timedelta
 import pytest
 
 from backwave_django.core.records import OutcomeKind, OutcomeReport
+from backwave_django.core.retry import RetryPolicy
 from backwave_django.core.states import TRANSITIONS, State
-from backwave_django.models import Lease, Outcome
-from backwave_django.store.contract import MAX_DETAIL_BYTES, StoreError
+from backwave_django.store.contract import MAX_DETAIL_BYTES
 
 from ..conftest import LEASE, T0
 from .support import (
     OTHER_WORKER,
     RETRY,
+    UNKNOWN_ID,
     WORKER,
+    beat,
     claim,
     claim_one,
     enqueue,
     enqueue_one,
-    fresh,
-    lease_of,
+    job,
     outcome,
-    outcomes_of,
     report,
     snapshot,
+    state_of,
+    sweep,
 )
-
-pytestmark = pytest.mark.django_db
 
 SOON = T0 + timedelta(seconds=10)
 
 
 @pytest.fixture
 def leased(store):
-    """One job claimed by WORKER at T0 (attempt 1, lease until T0 + LEASE)."""
+    """One job claimed by WORKER at T0 (attempt 1 of 3, lease until T0 + LEASE)."""
     enqueue_one(store, max_attempts=3)
     return claim_one(store)
 
@@ -44,38 +46,73 @@ def test_a_success_makes_the_job_succeeded_and_ends_its_lease(store, leased):
     result = report(store, outcome(leased, OutcomeKind.SUCCEEDED, message="ok"), now=SOON)
 
     assert (result.applied, result.stale) == ({leased.id}, frozenset())
-    job = fresh(leased.id)
-    assert (State(job.state), job.attempt, job.terminal_at) == (State.SUCCEEDED, 1, SOON)
-    assert lease_of(leased.id) is None
-    [row] = outcomes_of(leased.id)
-    assert (row.attempt, row.worker, row.kind, row.state_after) == (1, WORKER, "succeeded", "succeeded")
+    stored = job(store, leased.id)
+    assert (stored.state, stored.attempt, stored.terminal_at, stored.terminal_cause) == (
+        State.SUCCEEDED,
+        1,
+        SOON,
+        "",
+    )
+    assert store.get_lease(leased.id) is None
+    [row] = store.list_outcomes(leased.id)
+    assert (row.attempt, row.worker, row.kind, row.state_after) == (
+        1,
+        WORKER,
+        OutcomeKind.SUCCEEDED,
+        State.SUCCEEDED,
+    )
     assert row.recorded_at == SOON
 
 
-def test_a_failure_with_a_retry_time_reschedules_the_job_at_that_instant(store, leased):
-    retry_at = SOON + timedelta(minutes=5)
+def test_a_failure_with_attempts_left_reschedules_the_job_at_the_policys_time(store, leased):
+    retry_at = RETRY.next_attempt_at(1, 3, SOON, key=leased.id)
 
-    report(store, outcome(leased, OutcomeKind.FAILED, retry_at=retry_at, message="boom"), now=SOON)
+    report(store, outcome(leased, OutcomeKind.FAILED, message="boom"), now=SOON)
 
-    job = fresh(leased.id)
-    assert (State(job.state), job.due_at, job.attempt) == (State.SCHEDULED, retry_at, 1)
-    assert (job.terminal_at, job.terminal_cause) == (None, "")
-    assert lease_of(leased.id) is None
-    [row] = outcomes_of(leased.id)
-    assert (row.kind, row.state_after, row.message) == ("failed", "scheduled", "boom")
+    stored = job(store, leased.id)
+    assert (stored.state, stored.due_at, stored.attempt) == (State.SCHEDULED, retry_at, 1)
+    assert retry_at == SOON + timedelta(seconds=2)
+    assert (stored.terminal_at, stored.terminal_cause) == (None, "")
+    assert store.get_lease(leased.id) is None
+    [row] = store.list_outcomes(leased.id)
+    assert (row.kind, row.state_after, row.message) == (OutcomeKind.FAILED, State.SCHEDULED, "boom")
     assert claim(store, now=retry_at - timedelta(microseconds=1)) == []
     assert claim_one(store, now=retry_at).attempt == 2
 
 
-def test_a_failure_without_a_retry_time_dead_letters_with_the_message_as_cause(store, leased):
-    report(store, outcome(leased, OutcomeKind.FAILED, message="ValueError: bad input"), now=SOON)
+def test_a_failure_is_retried_with_the_jitter_of_the_job_and_its_attempt(store):
+    jittered = RetryPolicy(backoff_base=3.0, backoff_cap=300.0, jitter=True)
+    ids = [e.id for e in enqueue(store, 4, max_attempts=5)]
+    claimed = claim(store)
 
-    job = fresh(leased.id)
-    assert State(job.state) is State.DEAD_LETTERED
-    assert (job.terminal_at, job.terminal_cause) == (SOON, "ValueError: bad input")
-    assert lease_of(leased.id) is None
-    [row] = outcomes_of(leased.id)
-    assert (row.kind, row.state_after) == ("failed", "dead_lettered")
+    report(store, *(outcome(c, OutcomeKind.FAILED) for c in claimed), retry=jittered, now=SOON)
+
+    assert [job(store, i).due_at for i in ids] == [jittered.next_attempt_at(1, 5, SOON, key=i) for i in ids]
+
+
+def test_a_failure_at_the_reported_ceiling_dead_letters_with_the_message_as_cause(store, leased):
+    report(
+        store,
+        outcome(leased, OutcomeKind.FAILED, message="ValueError: bad input", max_attempts=leased.attempt),
+        now=SOON,
+    )
+
+    stored = job(store, leased.id)
+    assert stored.state is State.DEAD_LETTERED
+    assert (stored.terminal_at, stored.terminal_cause) == (SOON, "ValueError: bad input")
+    assert store.get_lease(leased.id) is None
+    [row] = store.list_outcomes(leased.id)
+    assert (row.kind, row.state_after) == (OutcomeKind.FAILED, State.DEAD_LETTERED)
+
+
+def test_the_ceiling_is_the_jobs_own_even_below_the_policys_default(store):
+    """The retry policy's ``max_attempts`` is only a default for jobs that set none; a job's own wins."""
+    enqueue_one(store, max_attempts=1)
+    claimed = claim_one(store)
+
+    report(store, outcome(claimed, OutcomeKind.FAILED, message="once"), retry=RETRY, now=SOON)
+
+    assert state_of(store, claimed.id) is State.DEAD_LETTERED
 
 
 def test_a_cancelled_outcome_cancels_the_job_and_clears_the_request(store, leased):
@@ -83,11 +120,11 @@ def test_a_cancelled_outcome_cancels_the_job_and_clears_the_request(store, lease
 
     report(store, outcome(leased, OutcomeKind.CANCELLED), now=SOON)
 
-    job = fresh(leased.id)
-    assert (State(job.state), job.terminal_at, job.cancel_requested) == (State.CANCELLED, SOON, False)
-    assert job.terminal_cause == "operator-cancel"
-    [row] = outcomes_of(leased.id)
-    assert (row.kind, row.state_after) == ("cancelled", "cancelled")
+    stored = job(store, leased.id)
+    assert (stored.state, stored.terminal_at, stored.cancel_requested) == (State.CANCELLED, SOON, False)
+    assert stored.terminal_cause == "operator-cancel"
+    [row] = store.list_outcomes(leased.id)
+    assert (row.kind, row.state_after) == (OutcomeKind.CANCELLED, State.CANCELLED)
 
 
 def test_an_unroutable_outcome_quarantines_the_job_with_its_reason(store, leased):
@@ -95,69 +132,63 @@ def test_an_unroutable_outcome_quarantines_the_job_with_its_reason(store, leased
 
     report(store, outcome(leased, OutcomeKind.UNROUTABLE, message=reason), now=SOON)
 
-    job = fresh(leased.id)
-    assert (State(job.state), job.terminal_at, job.terminal_cause) == (State.QUARANTINED, SOON, reason)
-    [row] = outcomes_of(leased.id)
-    assert (row.kind, row.state_after, row.message) == ("unroutable", "quarantined", reason)
-
-
-@pytest.mark.parametrize("kind", [OutcomeKind.EXPIRED, OutcomeKind.RELEASED])
-def test_a_worker_cannot_report_the_store_only_kinds_and_nothing_changes(store, leased, kind):
-    before = snapshot()
-    with pytest.raises(StoreError, match="cannot report"):
-        report(store, outcome(leased, kind), now=SOON)
-    assert snapshot() == before
+    stored = job(store, leased.id)
+    assert (stored.state, stored.terminal_at, stored.terminal_cause) == (State.QUARANTINED, SOON, reason)
+    [row] = store.list_outcomes(leased.id)
+    assert (row.kind, row.state_after, row.message) == (OutcomeKind.UNROUTABLE, State.QUARANTINED, reason)
 
 
 def test_every_applied_outcome_follows_a_legal_transition(store):
-    enqueue(store, 5)
+    enqueue(store, 6)
     claimed = claim(store)
-    kinds = [OutcomeKind.SUCCEEDED, OutcomeKind.FAILED, OutcomeKind.FAILED, OutcomeKind.UNROUTABLE]
-    reports = [
-        outcome(claimed[0], kinds[0]),
-        outcome(claimed[1], kinds[1], retry_at=SOON),
-        outcome(claimed[2], kinds[2]),
-        outcome(claimed[3], kinds[3]),
-    ]
     store.cancel(claimed[4].id, actor="ops", now=T0)
-    reports.append(outcome(claimed[4], OutcomeKind.CANCELLED))
+    reports = [
+        outcome(claimed[0], OutcomeKind.SUCCEEDED),
+        outcome(claimed[1], OutcomeKind.FAILED),
+        outcome(claimed[2], OutcomeKind.FAILED, max_attempts=1),
+        outcome(claimed[3], OutcomeKind.UNROUTABLE),
+        outcome(claimed[4], OutcomeKind.CANCELLED),
+        outcome(claimed[5], OutcomeKind.RELEASED),
+    ]
 
     report(store, *reports, now=SOON)
 
-    for row in Outcome.objects.all():
-        assert (State.LEASED, State(row.state_after)) in TRANSITIONS
-        assert State(fresh(row.job_id).state) is State(row.state_after)
+    rows = [row for c in claimed for row in store.list_outcomes(c.id)]
+    assert len(rows) == 6
+    for row in rows:
+        assert (State.LEASED, row.state_after) in TRANSITIONS
+        assert state_of(store, row.job_id) is row.state_after
 
 
 # -- the fence ---------------------------------------------------------------------------------------------
 
 
 def test_a_stale_worker_outcome_changes_nothing(store, leased):
-    before = snapshot()
+    before = snapshot(store)
 
     result = report(store, outcome(leased, OutcomeKind.SUCCEEDED), worker=OTHER_WORKER, now=SOON)
 
     assert (result.applied, result.stale) == (frozenset(), {leased.id})
-    assert snapshot() == before
+    assert snapshot(store) == before
 
 
 @pytest.mark.parametrize("attempt", [0, 2])
 def test_an_outcome_for_another_attempt_changes_nothing(store, leased, attempt):
-    before = snapshot()
+    before = snapshot(store)
 
     result = report(store, outcome(leased, OutcomeKind.FAILED, attempt=attempt), now=SOON)
 
     assert result.stale == {leased.id}
-    assert snapshot() == before
+    assert snapshot(store) == before
 
 
 def test_an_outcome_at_the_lease_expiry_instant_is_stale(store, leased):
-    before = snapshot()
+    before = snapshot(store)
 
     result = report(store, outcome(leased, OutcomeKind.SUCCEEDED), now=T0 + LEASE)
 
     assert result.stale == {leased.id}
-    assert snapshot() == before
+    assert snapshot(store) == before
 
 
 def test_an_outcome_just_before_the_lease_expiry_instant_applies(store, leased):
@@ -166,28 +197,28 @@ def test_an_outcome_just_before_the_lease_expiry_instant_applies(store, leased):
 
 
 def test_an_outcome_after_the_lease_expired_changes_nothing_even_before_the_sweep(store, leased):
-    before = snapshot()
-    result = report(store, outcome(leased, OutcomeKind.FAILED, retry_at=SOON), now=T0 + LEASE * 2)
+    before = snapshot(store)
+    result = report(store, outcome(leased, OutcomeKind.FAILED), now=T0 + LEASE * 2)
     assert result.stale == {leased.id}
-    assert snapshot() == before
+    assert snapshot(store) == before
 
 
 def test_an_already_reported_outcome_is_stale_the_second_time(store, leased):
-    report(store, outcome(leased, OutcomeKind.FAILED, retry_at=SOON), now=SOON)
-    before = snapshot()
+    report(store, outcome(leased, OutcomeKind.FAILED), now=SOON)
+    before = snapshot(store)
 
     again = report(store, outcome(leased, OutcomeKind.SUCCEEDED), now=SOON)
 
     assert again.stale == {leased.id}
-    assert snapshot() == before
+    assert snapshot(store) == before
 
 
 def test_a_previous_attempts_worker_cannot_report_over_the_next_attempt(store, leased):
     """A worker whose lease was swept comes back: the job's next Attempt belongs to someone else."""
-    store.expire_leases(queues=["default"], max_jobs=10, retry=RETRY, now=T0 + LEASE)
+    sweep(store, now=T0 + LEASE)
     later = T0 + LEASE + timedelta(minutes=5)
     second = claim_one(store, worker=OTHER_WORKER, now=later)
-    before = snapshot()
+    before = snapshot(store)
 
     stale = report(store, outcome(leased, OutcomeKind.SUCCEEDED), now=later)
     wrong_attempt = report(
@@ -195,7 +226,7 @@ def test_a_previous_attempts_worker_cannot_report_over_the_next_attempt(store, l
     )
 
     assert stale.stale == wrong_attempt.stale == {leased.id}
-    assert snapshot() == before
+    assert snapshot(store) == before
     assert report(store, outcome(second, OutcomeKind.SUCCEEDED), worker=OTHER_WORKER, now=later).applied == {
         second.id
     }
@@ -203,23 +234,21 @@ def test_a_previous_attempts_worker_cannot_report_over_the_next_attempt(store, l
 
 def test_an_outcome_for_an_unknown_or_never_claimed_job_is_stale(store):
     pending = enqueue_one(store)
-    before = snapshot()
+    before = snapshot(store)
 
     result = report(
         store,
-        OutcomeReport(job_id=pending.id, attempt=0, kind=OutcomeKind.SUCCEEDED),
-        OutcomeReport(job_id=10**9, attempt=1, kind=OutcomeKind.SUCCEEDED),
+        OutcomeReport(job_id=pending.id, attempt=0, kind=OutcomeKind.SUCCEEDED, max_attempts=3),
+        OutcomeReport(job_id=UNKNOWN_ID, attempt=1, kind=OutcomeKind.SUCCEEDED, max_attempts=3),
         now=SOON,
     )
 
-    assert (result.applied, result.stale) == (frozenset(), {pending.id, 10**9})
-    assert snapshot() == before
+    assert (result.applied, result.stale) == (frozenset(), {pending.id, UNKNOWN_ID})
+    assert snapshot(store) == before
 
 
 def test_a_renewed_lease_accepts_an_outcome_after_the_original_expiry(store, leased):
-    store.heartbeat(
-        worker_id=WORKER, job_ids=[leased.id], lease_duration=LEASE, now=T0 + timedelta(seconds=50)
-    )
+    beat(store, [leased.id], now=T0 + timedelta(seconds=50))
     result = report(store, outcome(leased, OutcomeKind.SUCCEEDED), now=T0 + LEASE + timedelta(seconds=1))
     assert result.applied == {leased.id}
 
@@ -228,23 +257,22 @@ def test_a_renewed_lease_accepts_an_outcome_after_the_original_expiry(store, lea
 
 
 def test_an_empty_batch_returns_an_empty_result(store):
+    before = snapshot(store)
     result = report(store, now=SOON)
     assert (result.applied, result.stale) == (frozenset(), frozenset())
+    assert snapshot(store) == before
 
 
 def test_a_batch_mixes_applied_and_stale_rows_and_applies_only_the_fresh_ones(store):
     enqueue(store, 4)
-    ok, failing, wrong_attempt, foreign = claim(store)
-    Lease.objects.filter(job_id=foreign.id).update(owner=OTHER_WORKER)
-    before_stale = {
-        j.id: (fresh(j.id).state, fresh(j.id).attempt, lease_of(j.id).expires_at)
-        for j in (wrong_attempt, foreign)
-    }
+    ok, failing, wrong_attempt = claim(store, max_jobs=3)
+    [foreign] = claim(store, worker=OTHER_WORKER)
+    before_stale = {j.id: (job(store, j.id), store.get_lease(j.id)) for j in (wrong_attempt, foreign)}
 
     result = report(
         store,
         outcome(ok, OutcomeKind.SUCCEEDED),
-        outcome(failing, OutcomeKind.FAILED, retry_at=SOON + timedelta(seconds=2)),
+        outcome(failing, OutcomeKind.FAILED),
         outcome(wrong_attempt, OutcomeKind.SUCCEEDED, attempt=7),
         outcome(foreign, OutcomeKind.SUCCEEDED),
         now=SOON,
@@ -252,32 +280,34 @@ def test_a_batch_mixes_applied_and_stale_rows_and_applies_only_the_fresh_ones(st
 
     assert result.applied == {ok.id, failing.id}
     assert result.stale == {wrong_attempt.id, foreign.id}
-    assert State(fresh(ok.id).state) is State.SUCCEEDED
-    assert State(fresh(failing.id).state) is State.SCHEDULED
-    for job_id, (state, attempt, expires_at) in before_stale.items():
-        assert (fresh(job_id).state, fresh(job_id).attempt) == (state, attempt)
-        assert lease_of(job_id).expires_at == expires_at
-        assert outcomes_of(job_id) == []
-    assert Outcome.objects.count() == 2
+    assert state_of(store, ok.id) is State.SUCCEEDED
+    assert state_of(store, failing.id) is State.SCHEDULED
+    for job_id, (view, lease) in before_stale.items():
+        assert (job(store, job_id), store.get_lease(job_id)) == (view, lease)
+        assert store.list_outcomes(job_id) == []
+    assert [len(store.list_outcomes(c.id)) for c in (ok, failing)] == [1, 1]
 
 
-def test_a_batch_applies_each_kind_with_its_own_fields(store):
+def test_a_batch_applies_each_row_with_its_own_fields(store):
     enqueue(store, 4)
     a, b, c, d = claim(store)
-    retry_a, retry_b = SOON + timedelta(seconds=2), SOON + timedelta(seconds=4)
+    jittered = RetryPolicy(backoff_base=2.0, backoff_cap=300.0, jitter=True)
 
     report(
         store,
-        outcome(a, OutcomeKind.FAILED, retry_at=retry_a, message="first"),
-        outcome(b, OutcomeKind.FAILED, retry_at=retry_b, message="second"),
-        outcome(c, OutcomeKind.FAILED, message="dead one"),
-        outcome(d, OutcomeKind.FAILED, message="dead two"),
+        outcome(a, OutcomeKind.FAILED, message="first"),
+        outcome(b, OutcomeKind.FAILED, message="second"),
+        outcome(c, OutcomeKind.FAILED, message="dead one", max_attempts=1),
+        outcome(d, OutcomeKind.FAILED, message="dead two", max_attempts=1),
+        retry=jittered,
         now=SOON,
     )
 
-    assert (fresh(a.id).due_at, fresh(b.id).due_at) == (retry_a, retry_b)
-    assert (fresh(c.id).terminal_cause, fresh(d.id).terminal_cause) == ("dead one", "dead two")
-    assert [o.message for o in Outcome.objects.order_by("job_id")] == [
+    assert [job(store, x.id).due_at for x in (a, b)] == [
+        jittered.next_attempt_at(1, 3, SOON, key=x.id) for x in (a, b)
+    ]
+    assert [job(store, x.id).terminal_cause for x in (c, d)] == ["dead one", "dead two"]
+    assert [store.list_outcomes(x.id)[0].message for x in (a, b, c, d)] == [
         "first",
         "second",
         "dead one",
@@ -285,7 +315,7 @@ def test_a_batch_applies_each_kind_with_its_own_fields(store):
     ]
 
 
-def test_a_job_reported_twice_in_one_batch_applies_once(store, leased):
+def test_a_job_reported_twice_in_one_batch_applies_once_by_its_first_row(store, leased):
     result = report(
         store,
         outcome(leased, OutcomeKind.SUCCEEDED),
@@ -294,11 +324,11 @@ def test_a_job_reported_twice_in_one_batch_applies_once(store, leased):
     )
 
     assert result.applied == {leased.id}
-    assert State(fresh(leased.id).state) is State.SUCCEEDED
-    assert [o.kind for o in outcomes_of(leased.id)] == ["succeeded"]
+    assert state_of(store, leased.id) is State.SUCCEEDED
+    assert [o.kind for o in store.list_outcomes(leased.id)] == [OutcomeKind.SUCCEEDED]
 
 
-def test_a_duplicate_row_with_a_wrong_attempt_does_not_fence_off_the_right_one(store, leased):
+def test_a_duplicate_row_with_a_wrong_attempt_after_the_right_one_is_ignored(store, leased):
     result = report(
         store,
         outcome(leased, OutcomeKind.SUCCEEDED),
@@ -306,7 +336,31 @@ def test_a_duplicate_row_with_a_wrong_attempt_does_not_fence_off_the_right_one(s
         now=SOON,
     )
     assert result.applied == {leased.id}
-    assert State(fresh(leased.id).state) is State.SUCCEEDED
+    assert state_of(store, leased.id) is State.SUCCEEDED
+
+
+def test_a_stale_row_for_an_earlier_attempt_does_not_fence_off_the_current_one(store):
+    """A worker can hold an unsent report of an Attempt it lost and one of the job's next Attempt, which it
+    claimed again: the stale row comes first in the batch, and the current one still applies."""
+    enqueue_one(store, max_attempts=3)
+    first = claim_one(store)
+    sweep(store, now=T0 + LEASE, retry=RETRY)
+    later = T0 + LEASE + timedelta(minutes=1)
+    second = claim_one(store, now=later)
+
+    result = report(
+        store,
+        outcome(first, OutcomeKind.FAILED, message="lost"),
+        outcome(second, OutcomeKind.SUCCEEDED),
+        now=later,
+    )
+
+    assert (result.applied, result.stale) == ({second.id}, frozenset())
+    assert [(o.kind, o.attempt) for o in store.list_outcomes(second.id)] == [
+        (OutcomeKind.EXPIRED, 1),
+        (OutcomeKind.SUCCEEDED, 2),
+    ]
+    assert state_of(store, second.id) is State.SUCCEEDED
 
 
 # -- cancel requests meet outcomes -------------------------------------------------------------------------
@@ -315,24 +369,25 @@ def test_a_duplicate_row_with_a_wrong_attempt_does_not_fence_off_the_right_one(s
 def test_a_failure_of_a_cancel_requested_job_cancels_it_instead_of_retrying(store, leased):
     store.cancel(leased.id, actor="ops", now=T0)
 
-    report(store, outcome(leased, OutcomeKind.FAILED, retry_at=SOON, message="interrupted"), now=SOON)
+    report(store, outcome(leased, OutcomeKind.FAILED, message="interrupted"), now=SOON)
 
-    job = fresh(leased.id)
-    assert (State(job.state), job.cancel_requested, job.terminal_at) == (State.CANCELLED, False, SOON)
-    [row] = outcomes_of(leased.id)
-    assert (row.kind, row.state_after) == ("failed", "cancelled")
+    stored = job(store, leased.id)
+    assert (stored.state, stored.cancel_requested, stored.terminal_at) == (State.CANCELLED, False, SOON)
+    [row] = store.list_outcomes(leased.id)
+    assert (row.kind, row.state_after) == (OutcomeKind.FAILED, State.CANCELLED)
 
 
 def test_a_ceiling_failure_of_a_cancel_requested_job_cancels_it(store, leased):
     store.cancel(leased.id, actor="ops", now=T0)
-    report(store, outcome(leased, OutcomeKind.FAILED, message="interrupted"), now=SOON)
-    assert State(fresh(leased.id).state) is State.CANCELLED
+    report(store, outcome(leased, OutcomeKind.FAILED, message="interrupted", max_attempts=1), now=SOON)
+    assert state_of(store, leased.id) is State.CANCELLED
 
 
 def test_a_success_of_a_cancel_requested_job_still_succeeds(store, leased):
     store.cancel(leased.id, actor="ops", now=T0)
     report(store, outcome(leased, OutcomeKind.SUCCEEDED), now=SOON)
-    assert State(fresh(leased.id).state) is State.SUCCEEDED
+    stored = job(store, leased.id)
+    assert (stored.state, stored.cancel_requested) == (State.SUCCEEDED, False)
 
 
 # -- failure detail ----------------------------------------------------------------------------------------
@@ -348,27 +403,28 @@ def test_failure_detail_is_stored_on_the_outcome(store, leased):
         details={leased.id: detail},
     )
 
-    [row] = outcomes_of(leased.id)
+    [row] = store.list_outcomes(leased.id)
     assert (row.message, row.detail) == ("ValueError: bad", detail)
 
 
-def test_failure_detail_is_truncated_to_8_kib_without_splitting_a_character(store, leased):
+def test_failure_detail_is_cut_to_8_kib_keeping_its_end_without_splitting_a_character(store, leased):
     detail = "€" * 5000  # three bytes each: 15000 bytes, and 8192 is not a multiple of three
 
-    report(store, outcome(leased, OutcomeKind.FAILED, retry_at=SOON), now=SOON, details={leased.id: detail})
+    report(store, outcome(leased, OutcomeKind.FAILED), now=SOON, details={leased.id: detail})
 
-    stored = outcomes_of(leased.id)[0].detail
+    stored = store.list_outcomes(leased.id)[0].detail
     assert len(stored.encode("utf-8")) <= MAX_DETAIL_BYTES
-    assert stored == "€" * (MAX_DETAIL_BYTES // 3)
+    assert stored == "[...]" + "€" * ((MAX_DETAIL_BYTES - 5) // 3)
 
 
 def test_failure_detail_within_the_limit_is_kept_whole(store, leased):
     detail = "x" * MAX_DETAIL_BYTES
     report(store, outcome(leased, OutcomeKind.FAILED), now=SOON, details={leased.id: detail})
-    assert outcomes_of(leased.id)[0].detail == detail
+    assert store.list_outcomes(leased.id)[0].detail == detail
 
 
 def test_failure_detail_for_a_stale_report_is_discarded(store, leased):
+    before = snapshot(store)
     report(
         store,
         outcome(leased, OutcomeKind.FAILED),
@@ -376,4 +432,4 @@ def test_failure_detail_for_a_stale_report_is_discarded(store, leased):
         now=SOON,
         details={leased.id: "trace"},
     )
-    assert not Outcome.objects.exists()
+    assert snapshot(store) == before
