@@ -23,7 +23,6 @@ from backwave_django.checks import check_settings
 from backwave_django.conf_kinds import Count, Duration, Flag, Number
 from backwave_django.core.records import OutcomeKind, OutcomeReport
 from backwave_django.core.retry import MAX_ATTEMPTS_LIMIT, MAX_BACKOFF_BASE, MAX_BACKOFF_SECONDS, RetryPolicy
-from backwave_django.models import Job
 from backwave_django.store.contract import NewJob
 
 from ..contract.support import WORKER
@@ -196,7 +195,7 @@ def test_the_largest_batches_leases_and_payloads_that_pass_run_on_this_database(
         max_attempts=MAX_ATTEMPTS_LIMIT,
         payload=f'"{"x" * (payload_limit - 2)}"',
     )
-    store.enqueue([big], now=now, max_payload_bytes=payload_limit)
+    [stored] = store.enqueue([big], now=now, max_payload_bytes=payload_limit)
     new = dataclasses.replace(big, queue="default", payload="{}")
     store.enqueue([new] * max(pool, batch), now=now, max_payload_bytes=payload_limit)
 
@@ -211,4 +210,4 @@ def test_the_largest_batches_leases_and_payloads_that_pass_run_on_this_database(
 
     assert len(claimed) == batch and all(beat.renewed for beat in beats)
     assert len(result.applied) == outcomes
-    assert Job.objects.get(queue="big").payload == big.payload
+    assert store.get_job(stored.id).payload == big.payload
