@@ -9,7 +9,16 @@ from typing import Any
 from .context import AttemptScope, JobCancelled, JobContext
 from .registry import JobDefinitionError, JobFunction, JobRegistration, UnknownJob, job, registry
 
-_OPERATIONS = ("cancel_job", "requeue_job", "pause_queue", "resume_queue", "set_concurrency_limit")
+_OPERATIONS = (
+    "cancel_job",
+    "requeue_job",
+    "pause_queue",
+    "resume_queue",
+    "set_concurrency_limit",
+    "pause_schedule",
+    "resume_schedule",
+    "trigger_schedule",
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -32,8 +41,11 @@ __all__ = [
     "cancel_job",
     "job",
     "pause_queue",
+    "pause_schedule",
     "registry",
     "requeue_job",
     "resume_queue",
+    "resume_schedule",
     "set_concurrency_limit",
+    "trigger_schedule",
 ]

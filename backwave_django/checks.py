@@ -25,8 +25,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id="backwave.E014",
             )
         )
+    from . import schedules
     from .registry import registry
 
+    for check, msg, hint in schedules.problems(settings, registry):
+        kind = checks.Warning if check.startswith("backwave.W") else checks.Error
+        found.append(kind(msg, hint=hint, id=check))
     served = settings.served_queues()
     for registration in registry.all():
         if registration.queue not in served:

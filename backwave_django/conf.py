@@ -14,7 +14,7 @@ a pool is a reasonable number of threads, a batch a reasonable number of SQL par
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,14 @@ from .conf_kinds import (
     Shape,
     is_name,
     shown,
+)
+from .conf_schedules import (
+    RetentionSettings,
+    ScheduleSettings,
+    parse_retention,
+    parse_schedules,
+    retention_problems,
+    schedule_problems,
 )
 from .core.dispatch import Policy, Strict, Weighted
 from .core.names import QUEUE_NAME_RULE
@@ -167,6 +175,8 @@ TOP_LEVEL_KEYS: dict[str, Key] = {
         check="backwave.E016",
         why="Write False behind a pooler that cannot keep prepared statements.",
     ),
+    "SCHEDULES": Key(kind=Shape("a dict of schedule name: schedule dict"), default={}, check="backwave.E031"),
+    "RETENTION": Key(kind=Shape("a dict (SUCCEEDED, FAILED, QUEUES)"), default={}, check="backwave.E044"),
 }
 
 
@@ -209,6 +219,8 @@ class Settings:
     hints: bool
     manifest_path: Path | None
     prepared_statements: bool
+    schedules: dict[str, ScheduleSettings] = field(default_factory=dict)
+    retention: RetentionSettings = field(default_factory=lambda: parse_retention({}))
 
     def served_queues(self) -> set[str]:
         return {queue for group in self.groups.values() for queue in group.queues}
@@ -315,6 +327,8 @@ def problems(raw: Any = None) -> list[Problem]:
     found += _groups_problems(raw.get("GROUPS", TOP_LEVEL_KEYS["GROUPS"].default))
     found += _retry_problems(raw.get("RETRY", {}))
     found += _database_problems(raw)
+    nested = schedule_problems(raw.get("SCHEDULES", {})) + retention_problems(raw.get("RETENTION", {}))
+    found += [Problem(*problem) for problem in nested]
     return found + _value_problems(raw, TOP_LEVEL_KEYS, "BACKWAVE")
 
 
@@ -373,6 +387,8 @@ def _settings(raw: dict[str, Any]) -> Settings:
         hints=values["HINTS"],
         manifest_path=values["MANIFEST_PATH"],
         prepared_statements=values["PREPARED_STATEMENTS"],
+        schedules=parse_schedules(values["SCHEDULES"]),
+        retention=parse_retention(values["RETENTION"]),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
+from datetime import datetime
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -60,6 +61,7 @@ class JobContext:
         "job_id",
         "max_attempts",
         "queue",
+        "scheduled_for",
         "scope",
         "wire_name",
         "worker_id",
@@ -75,6 +77,7 @@ class JobContext:
         max_attempts: int,
         worker_id: str = "",
         cancelled: threading.Event | None = None,
+        scheduled_for: datetime | None = None,
     ) -> None:
         self.job_id = job_id
         self.attempt = attempt
@@ -82,6 +85,7 @@ class JobContext:
         self.queue = queue
         self.max_attempts = max_attempts
         self.worker_id = worker_id
+        self.scheduled_for = scheduled_for  # the tick a schedule minted this job for, else None
         self.scope = AttemptScope()
         self._cancelled = cancelled or threading.Event()
 

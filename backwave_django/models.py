@@ -13,7 +13,8 @@ from django.db import models
 from django.db.models import Q
 
 from .core.health import Health
-from .core.records import OutcomeKind
+from .core.records import AuditAction, OutcomeKind
+from .core.schedules import Misfire
 from .core.states import State
 
 
@@ -56,6 +57,10 @@ class Job(models.Model):
         blank=True,
         help_text="This job's time limit per Attempt; empty: its worker group's TIMEOUT.",
     )
+    schedule = models.CharField(
+        max_length=128, null=True, blank=True, help_text="The schedule that minted it, if one did."
+    )
+    scheduled_for = models.DateTimeField(null=True, blank=True, help_text="The tick it was minted for.")
 
     objects = JobQuerySet.as_manager()
 
@@ -93,10 +98,22 @@ class Job(models.Model):
                 name="backwave_job_wire_name",
                 opclasses=["varchar_pattern_ops", "int8_ops"],
             ),
+            # NO_OVERLAP: whether a schedule's previous run is still live, without reading its history.
+            models.Index(
+                fields=["schedule"],
+                name="backwave_job_schedule_live",
+                condition=Q(schedule__isnull=False, state__in=["scheduled", "awaiting_parent", "leased"]),
+            ),
         ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(state__in=[s.value for s in State]), name="backwave_job_state_valid"
+            ),
+            # A schedule's tick is minted once, whichever node mints it and however often it tries.
+            models.UniqueConstraint(
+                fields=["schedule", "scheduled_for"],
+                condition=Q(schedule__isnull=False),
+                name="backwave_job_schedule_tick",
             ),
         ]
 
@@ -217,12 +234,7 @@ class QueueSettings(models.Model):
 class AuditRecord(models.Model):
     """An operator action (cancel, requeue, pause, ...), recorded with the actor in the same transaction."""
 
-    class Action(models.TextChoices):
-        CANCEL = "cancel"
-        REQUEUE = "requeue"
-        PAUSE_QUEUE = "pause_queue"
-        RESUME_QUEUE = "resume_queue"
-        SET_CONCURRENCY_LIMIT = "set_concurrency_limit"
+    Action = _choices("Action", AuditAction)
 
     id = models.BigAutoField(primary_key=True)
     actor = models.CharField(max_length=255)
@@ -260,3 +272,38 @@ class PumpStatus(models.Model):
 
     def __str__(self) -> str:
         return f"{self.worker_id} ({self.health})"
+
+
+class Schedule(models.Model):
+    """A recurring schedule, as ``BACKWAVE['SCHEDULES']`` declares it, and where it stands: the last tick
+    it decided (its cursor), whether an operator paused it, how many ticks it skipped. Workers synchronise the
+    rows from the setting when they start; a schedule removed from the setting is kept, marked removed, and
+    stops."""
+
+    Misfire = _choices("Misfire", Misfire)
+
+    name = models.CharField(max_length=128, primary_key=True)
+    wire_name = models.CharField(max_length=128, help_text="The job each tick mints.")
+    queue = models.CharField(max_length=128)
+    payload = models.TextField(default="{}", help_text="The job's arguments (KWARGS), as JSON.")
+    cron = models.CharField(max_length=128, blank=True, default="", help_text="Empty for an EVERY schedule.")
+    every = models.DurationField(null=True, blank=True, help_text="The interval of an EVERY schedule.")
+    timezone = models.CharField(max_length=64, default="UTC")
+    misfire = models.CharField(max_length=16, choices=Misfire.choices, default=Misfire.SKIP)
+    no_overlap = models.BooleanField(default=False)
+    max_attempts = models.PositiveIntegerField(default=10)
+    timeout = models.DurationField(null=True, blank=True)
+    cursor = models.DateTimeField(help_text="The last tick decided (minted or skipped).")
+    paused = models.BooleanField(default=False)
+    removed_at = models.DateTimeField(null=True, blank=True, help_text="When it left BACKWAVE['SCHEDULES'].")
+    skipped_count = models.PositiveBigIntegerField(default=0)
+    recent_skips = models.TextField(default="[]", help_text="Its newest skipped ticks, as a JSON list.")
+    last_run_at = models.DateTimeField(null=True, blank=True, help_text="The tick of its latest minted job.")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        permissions = [("operate_schedule", "Can pause and resume schedules, and run them now")]
+
+    def __str__(self) -> str:
+        return self.name

@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from .store import CancelResult, RequeueResult, get_store
+from .store.contract import TriggerResult
 
 
 def cancel_job(job_id: int, *, actor: str) -> CancelResult:
@@ -32,3 +33,18 @@ def resume_queue(queue: str, *, actor: str) -> None:
 def set_concurrency_limit(queue: str, limit: int | None, *, actor: str) -> None:
     """Cap how many jobs of ``queue`` run at once across the cluster (None: no cap)."""
     get_store().set_concurrency_limit(queue, limit, actor=actor, now=timezone.now())
+
+
+def pause_schedule(name: str, *, actor: str) -> bool:
+    """Stop a schedule minting (its ticks are skipped, and counted, while paused). False: no such schedule."""
+    return get_store().pause_schedule(name, actor=actor, now=timezone.now())
+
+
+def resume_schedule(name: str, *, actor: str) -> bool:
+    """Mint again from the next tick on. False: no such schedule."""
+    return get_store().resume_schedule(name, actor=actor, now=timezone.now())
+
+
+def trigger_schedule(name: str, *, actor: str) -> TriggerResult:
+    """Run a schedule's job once now, outside its cadence (the schedule's cursor does not move)."""
+    return get_store().trigger_schedule(name, actor=actor, now=timezone.now())

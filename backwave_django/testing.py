@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.utils import timezone
 
 from . import conf
@@ -35,9 +36,13 @@ from .core import events as ev
 from .core.dispatch import Policy, Strict
 from .core.driver import DriverConfig, NodeDriver
 from .core.records import ClaimedJob
+from .core.retention import RetentionRule
 from .core.retry import RetryPolicy
+from .core.schedules import Walkers
 from .registry import JobRegistration, Registry, registry
+from .schedules import sync as sync_schedules
 from .shell.executor import Attempt, Executor
+from .shell.pump import misfire_grace
 from .shell.runner import CommandRunner
 from .shell.scope import AttemptResult, DatabaseGuard
 from .store import get_store
@@ -76,6 +81,8 @@ class TestPump:
         registry: Registry = registry,
         using: str | None = None,
         store: JobStore | None = None,
+        retention: tuple[RetentionRule, ...] = (),
+        schedules: bool = True,
     ) -> None:
         settings = conf.get()
         defaults = conf.default_group_settings()
@@ -100,13 +107,18 @@ class TestPump:
                 maintenance_interval=timedelta(0),
                 retry=retry or settings.retry,
                 timeout=None,  # handlers run inline: virtual time never moves while one runs
+                retention=retention,  # none unless asked: a test reads the jobs it ran
+                misfire_grace=misfire_grace(defaults.maintenance_interval),
             )
         )
         self.executions: list[Execution] = []
         self._errors: dict[int, BaseException] = {}
         self._claimed: dict[int, ClaimedJob] = {}
+        self._walkers = Walkers()
         self._fifo: deque[ev.Event] = deque()
         self.executor = Executor(registry, worker_id, lambda: self.now, self._run_in_savepoint)
+        if schedules:  # BACKWAVE['SCHEDULES'], as a worker starting now would store them
+            sync_schedules(self.store, settings, registry, now=self._now)
         self.runner = CommandRunner(
             store=self.store,
             worker_id=worker_id,
@@ -165,8 +177,16 @@ class TestPump:
         return self.executions[before:]
 
     def next_activity(self) -> datetime | None:
-        """The earliest future due time or lease expiry in the served queues, or None."""
-        return self.store.upcoming(self.queues, after=self.now)
+        """The earliest future due time, lease expiry or schedule tick in the served queues, or None."""
+        now = self.now
+        times = [self.store.upcoming(self.queues, after=now)]
+        times += [
+            view.next_run(self._walkers)
+            for view in self.store.list_schedules()
+            if view.definition.queue in self.queues
+        ]
+        present = [t for t in times if t is not None]
+        return min(present) if present else None
 
     def _drive(self, first: Sequence[ev.Event]) -> None:
         self._fifo.extend(first)
@@ -206,7 +226,7 @@ class TestPump:
         """A savepoint per handler: a handler that breaks the transaction (an IntegrityError on PostgreSQL,
         say) fails its Attempt without poisoning the test's own transaction."""
         try:
-            with transaction.atomic(using=self.store.using):
+            with self._savepoint():
                 try:
                     registration.execute(arguments, context)
                 finally:
@@ -217,6 +237,12 @@ class TestPump:
             self._errors[context.job_id] = exc
             return AttemptResult.failed(exc)
         return AttemptResult()
+
+    def _savepoint(self) -> AbstractContextManager[Any]:
+        """A savepoint on the store's database; none for a store without one (the memory store)."""
+        if self.store.using in connections.settings:
+            return transaction.atomic(using=self.store.using)
+        return nullcontext()
 
     # -- what the runner asks of its host ---------------------------------------------------------------
 

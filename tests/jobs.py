@@ -155,3 +155,14 @@ def ignores_cancellation(seconds: float, marker: str, context: JobContext) -> No
     record(context)
     time.sleep(seconds)
     Group.objects.create(name=f"{marker}-{context.job_id}-{context.attempt}")
+
+
+ticks: list[tuple[int, object]] = []  # (job id, context.scheduled_for), appended by the scheduled jobs here
+
+
+@job("tests.tick")
+def tick(context: JobContext) -> None:
+    """A scheduled job: records the tick it was minted for."""
+    record(context)
+    with calls_lock:
+        ticks.append((context.job_id, context.scheduled_for))

@@ -7,7 +7,9 @@ from datetime import datetime, timedelta
 
 from .health import Health
 from .records import ClaimedJob, OutcomeReport
+from .retention import PurgeRule
 from .retry import RetryPolicy
+from .schedules import MintDecision
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +52,29 @@ class ExpireLeases:
     queues: tuple[str, ...]
     max_jobs: int
     retry: RetryPolicy
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadSchedules:
+    """Read the schedules of ``queues`` (not removed); answer with SchedulesLoaded."""
+
+    queues: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MintSchedules:
+    """Carry out these decisions, each only if its schedule's cursor is still where it was read; answer with
+    SchedulesMinted."""
+
+    decisions: tuple[MintDecision, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PurgeFinished:
+    """Delete finished jobs by these rules, at most ``max_jobs``, oldest first; answer with FinishedPurged."""
+
+    rules: tuple[PurgeRule, ...]
+    max_jobs: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,6 +131,9 @@ Command = (
     | ReportOutcomes
     | Heartbeat
     | ExpireLeases
+    | LoadSchedules
+    | MintSchedules
+    | PurgeFinished
     | SignalCancellation
     | AbandonExecution
     | RequestPoll

@@ -18,7 +18,9 @@ from . import events as ev
 from .deadlines import Deadline, Deadlines, Kind
 from .dispatch import PlannedClaim, Policy
 from .health import Health
+from .maintenance import Maintenance
 from .records import ClaimedJob, OutcomeKind, OutcomeReport
+from .retention import RetentionRule
 from .retry import RetryPolicy
 
 #: After a handler's timeout: how long it has to stop on its own before its Attempt fails without it.
@@ -44,6 +46,8 @@ class DriverConfig:
     maintenance_interval: timedelta
     retry: RetryPolicy
     timeout: timedelta | None  # the group's time limit per Attempt; a job's own overrides it
+    retention: tuple[RetentionRule, ...] = ()  # no purge unless told
+    misfire_grace: timedelta = timedelta(seconds=60)  # a schedule tick older than this is missed
 
 
 class Why(enum.Enum):
@@ -81,8 +85,14 @@ class NodeDriver:
         self.pending_claims: deque[PlannedClaim] = deque()  # the rest of a Weighted pass
         self.deadlines = Deadlines()
         self.wake_at: datetime | None = None  # the WakeAt last asked for
-        self.last_maintenance: datetime | None = None
-        self.expiring = False
+        self.maintenance = Maintenance(
+            policy=config.policy,
+            interval=config.maintenance_interval,
+            max_sweep=config.max_claim_batch,
+            retry=config.retry,
+            retention=config.retention,
+            misfire_grace=config.misfire_grace,
+        )
         self.draining = False  # shutdown requested: claim nothing more
         self.grace_over = False  # shutdown: every handler running has been asked to stop; start no more
         self.cut_off = False  # shutdown: handlers still running have been given up
@@ -153,7 +163,15 @@ class NodeDriver:
             case ev.MaintenanceDue():
                 return self._on_maintenance_due(event.now)
             case ev.LeasesExpired():
-                return self._on_leases_expired(event)
+                return self._recovered(event) + self.maintenance.leases_expired(event, draining=self.draining)
+            case ev.SchedulesLoaded():
+                return self._recovered(event) + self.maintenance.schedules_loaded(
+                    event, draining=self.draining
+                )
+            case ev.SchedulesMinted():
+                return self._recovered(event) + self.maintenance.schedules_minted(event)
+            case ev.FinishedPurged():
+                return self._recovered(event) + self.maintenance.purged(event, draining=self.draining)
             case ev.TimerFired():
                 return []  # the deadlines it was for have fired already
             case ev.StoreFaulted():
@@ -350,30 +368,14 @@ class NodeDriver:
     # -- maintenance -------------------------------------------------------------------------------
 
     def _on_maintenance_due(self, now: datetime) -> list[cmd.Command]:
-        last = self.last_maintenance
-        if self.expiring or self.draining or not self._store_ready(now):
+        if self.draining or not self._store_ready(now):
             return []
-        if last is not None and now - last < self.config.maintenance_interval:
-            return []
-        self.last_maintenance = now
-        return [self._expire()]
+        return self.maintenance.due(now)
 
-    def _expire(self) -> cmd.ExpireLeases:
-        self.expiring = True
-        return cmd.ExpireLeases(
-            queues=self.config.policy.served_queues,
-            max_jobs=self.config.max_claim_batch,
-            retry=self.config.retry,
-        )
-
-    def _on_leases_expired(self, event: ev.LeasesExpired) -> list[cmd.Command]:
-        self.expiring = False
-        if event.failed:
-            return []
-        commands = self._store_recovered()
-        if event.count >= self.config.max_claim_batch and not self.draining:
-            commands.append(self._expire())  # a full batch: there may be more, recover the backlog now
-        return commands
+    def _recovered(
+        self, event: ev.LeasesExpired | ev.SchedulesLoaded | ev.SchedulesMinted | ev.FinishedPurged
+    ) -> list[cmd.Command]:
+        return [] if event.failed else self._store_recovered()
 
     # -- health ------------------------------------------------------------------------------------
 

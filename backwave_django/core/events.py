@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .records import ClaimedJob, HeartbeatResult
+from .schedules import ScheduleState
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +102,33 @@ class LeasesExpired:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulesLoaded:
+    """A LoadSchedules finished: the schedules of the served queues, where their cursors stand."""
+
+    now: datetime
+    schedules: tuple[ScheduleState, ...] = ()
+    failed: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulesMinted:
+    """A MintSchedules finished: ``minted`` jobs were inserted (ticks another node minted first are not)."""
+
+    now: datetime
+    minted: int = 0
+    failed: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishedPurged:
+    """A PurgeFinished finished: ``count`` finished jobs were deleted."""
+
+    now: datetime
+    count: int = 0
+    failed: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TimerFired:
     """The time a WakeAt asked for has come."""
 
@@ -146,6 +174,9 @@ Event = (
     | HeartbeatCompleted
     | MaintenanceDue
     | LeasesExpired
+    | SchedulesLoaded
+    | SchedulesMinted
+    | FinishedPurged
     | TimerFired
     | StoreFaulted
     | ThreadsAbandoned

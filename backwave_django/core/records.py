@@ -22,6 +22,7 @@ class ClaimedJob:
     max_attempts: int
     due_at: datetime
     timeout: timedelta | None = None
+    scheduled_for: datetime | None = None  # the tick a schedule minted it for
 
 
 class OutcomeKind(enum.StrEnum):
@@ -33,6 +34,19 @@ class OutcomeKind(enum.StrEnum):
     UNROUTABLE = "unroutable"
     EXPIRED = "expired"  # the lease lapsed before an outcome was reported
     RELEASED = "released"  # given back at shutdown; does not count against max_attempts
+
+
+class AuditAction(enum.StrEnum):
+    """An operator action, as its audit record names it."""
+
+    CANCEL = "cancel"
+    REQUEUE = "requeue"
+    PAUSE_QUEUE = "pause_queue"
+    RESUME_QUEUE = "resume_queue"
+    SET_CONCURRENCY_LIMIT = "set_concurrency_limit"
+    PAUSE_SCHEDULE = "pause_schedule"
+    RESUME_SCHEDULE = "resume_schedule"
+    TRIGGER_SCHEDULE = "trigger_schedule"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -85,6 +85,7 @@ class Executor:
             max_attempts=job.max_attempts,
             worker_id=self.worker_id,
             cancelled=token,
+            scheduled_for=job.scheduled_for,
         )
         attempt = Attempt(job, registration, arguments, context, token, DatabaseGuard(job.id))
         with self._lock:

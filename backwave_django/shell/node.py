@@ -17,7 +17,7 @@ from datetime import timedelta
 from django.db import connections
 from django.utils import timezone
 
-from .. import conf
+from .. import conf, schedules
 from ..core.driver import FINAL_FLUSH_WINDOW, STOP_WINDOW
 from ..core.health import GroupHealth, group_health
 from ..registry import Registry, registry
@@ -70,10 +70,12 @@ class Node:
                 index=i,
                 hints=self.hints,
                 clock=clock,
+                retention=settings.retention.rules(group.queues),
             )
             for group in self.groups
             for i in range(group.pumps)
         ]
+        self.registry = registry
         self.listener: HintListener | None = None
         uses_postgres = (
             self.store.using in connections.settings and connections[self.store.using].vendor == "postgresql"
@@ -86,7 +88,13 @@ class Node:
         return sorted({queue for group in self.groups for queue in group.queues})
 
     def start(self) -> None:
-        self.store.forget_pumps(silent_since=timezone.now() - FORGET_PUMPS_AFTER)
+        now = timezone.now()
+        self.store.forget_pumps(silent_since=now - FORGET_PUMPS_AFTER)
+        synced = schedules.sync(self.store, self.settings, self.registry, now=now)
+        changes = {"added": synced.added, "changed": synced.changed, "removed": synced.removed}
+        for verb, names in changes.items():
+            if names:
+                logger.info("schedules %s: %s", verb, ", ".join(names))
         if self.listener:
             self.listener.start()
         for pump in self.pumps:

@@ -29,6 +29,7 @@ from ..conf import GroupSettings
 from ..core import events as ev
 from ..core.driver import DriverConfig, NodeDriver
 from ..core.health import Health
+from ..core.retention import RetentionRule
 from ..core.retry import RetryPolicy
 from ..core.text import describe
 from ..registry import Registry
@@ -40,6 +41,12 @@ from .scope import run_attempt
 from .workers import WorkerPool
 
 logger = logging.getLogger("backwave.pump")
+
+
+def misfire_grace(maintenance_interval: timedelta) -> timedelta:
+    """A schedule tick this late is missed: a minute, or two maintenance intervals when they are longer (a
+    tick is minted up to one interval late in the ordinary course)."""
+    return max(timedelta(minutes=1), maintenance_interval * 2)
 
 
 def new_worker_id(group: str) -> str:
@@ -78,6 +85,7 @@ class Pump:
         hints: bool = True,
         clock: Clock | None = None,
         threads: bool = True,
+        retention: tuple[RetentionRule, ...] = (),
     ) -> None:
         self.group = group
         self.index = index
@@ -96,6 +104,8 @@ class Pump:
                 maintenance_interval=group.maintenance_interval,
                 retry=retry,
                 timeout=group.timeout,
+                retention=retention,
+                misfire_grace=misfire_grace(group.maintenance_interval),
             )
         )
         self.executor = Executor(registry, self.worker_id, self.clock.now, run_attempt)

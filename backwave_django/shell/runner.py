@@ -136,6 +136,18 @@ class CommandRunner:
                 if count:
                     logger.info("%s: ended %d Attempts whose leases lapsed", self.worker_id, count)
                 return [ev.LeasesExpired(now=self.clock(), count=count)]
+            case cmd.LoadSchedules(queues=queues):
+                return [ev.SchedulesLoaded(now=self.clock(), schedules=tuple(store.load_schedules(queues)))]
+            case cmd.MintSchedules(decisions=decisions):
+                minted = store.mint(decisions, now=now)
+                if minted:
+                    logger.debug("%s: minted %d scheduled job(s)", self.worker_id, minted)
+                return [ev.SchedulesMinted(now=self.clock(), minted=minted)]
+            case cmd.PurgeFinished(rules=rules, max_jobs=max_jobs):
+                count = store.purge(rules, max_jobs=max_jobs)
+                if count:
+                    logger.info("%s: purged %d finished job(s) past their retention", self.worker_id, count)
+                return [ev.FinishedPurged(now=self.clock(), count=count)]
             case cmd.SignalCancellation(job_id=job_id):
                 self.executor.signal(job_id)
             case cmd.AbandonExecution(job_id=job_id):
@@ -191,6 +203,12 @@ class CommandRunner:
                     events.append(ev.HeartbeatCompleted(now=now, failed=True))
                 case cmd.ExpireLeases():
                     events.append(ev.LeasesExpired(now=now, count=0, failed=True))
+                case cmd.LoadSchedules():
+                    events.append(ev.SchedulesLoaded(now=now, failed=True))
+                case cmd.MintSchedules():
+                    events.append(ev.SchedulesMinted(now=now, failed=True))
+                case cmd.PurgeFinished():
+                    events.append(ev.FinishedPurged(now=now, failed=True))
                 case _:
                     try:
                         events += self._obey(command)

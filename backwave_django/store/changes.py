@@ -24,7 +24,9 @@ from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES, clean
 from .contract import StoreError
 
 #: The columns a claim returns, in the order of :class:`ClaimedJob`'s fields.
-CLAIMED_FIELDS = ("id", "wire_name", "queue", "payload", "attempt", "max_attempts", "due_at", "timeout")
+CLAIMED_FIELDS = (
+    "id", "wire_name", "queue", "payload", "attempt", "max_attempts", "due_at", "timeout", "scheduled_for",
+)  # fmt: skip
 
 
 @contextmanager

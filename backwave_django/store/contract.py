@@ -25,7 +25,9 @@ from typing import Protocol
 from ..core.health import Health
 from ..core.names import MAX_QUEUE_NAME_LENGTH, MAX_WIRE_NAME_LENGTH
 from ..core.records import ClaimedJob, HeartbeatResult, OutcomeKind, OutcomeReport
+from ..core.retention import PurgeRule
 from ..core.retry import MAX_ATTEMPTS_LIMIT, RetryPolicy
+from ..core.schedules import Cadence, MintDecision, Misfire, ScheduleState, Walkers
 from ..core.states import State
 from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES
 
@@ -61,7 +63,11 @@ __all__ = [
     "QueueView",
     "ReportResult",
     "RequeueResult",
+    "ScheduleDefinition",
+    "ScheduleView",
     "StoreError",
+    "SyncResult",
+    "TriggerResult",
     "WireNameTooLong",
 ]
 
@@ -112,6 +118,40 @@ class RequeueResult(enum.StrEnum):
     NOT_REQUEUEABLE = "not_requeueable"  # only dead-lettered and quarantined jobs can be requeued
 
 
+class TriggerResult(enum.StrEnum):
+    TRIGGERED = "triggered"  # one job, due now, for the tick "now"; the cursor does not move
+    NOT_FOUND = "not_found"  # no such schedule, or it was removed from the settings
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleDefinition:
+    """A schedule as the settings declare it, ready to store: the job each tick mints (with its arguments
+    encoded, its queue, attempt ceiling and time limit) and when it ticks."""
+
+    name: str
+    wire_name: str
+    queue: str
+    payload: str
+    cron: str  # empty for an EVERY schedule
+    every: timedelta | None
+    timezone: str
+    misfire: Misfire
+    no_overlap: bool
+    max_attempts: int
+    timeout: timedelta | None
+
+    @property
+    def cadence(self) -> Cadence:
+        return Cadence(cron=self.cron, every=self.every, timezone=self.timezone)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncResult:
+    added: tuple[str, ...]
+    changed: tuple[str, ...]
+    removed: tuple[str, ...]
+
+
 # -- what the reads return ----------------------------------------------------------------------------
 
 
@@ -130,6 +170,8 @@ class JobView:
     terminal_cause: str
     cancel_requested: bool
     timeout: timedelta | None = None
+    schedule: str | None = None
+    scheduled_for: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,6 +210,31 @@ class QueueView:
     queue: str
     paused: bool
     concurrency_limit: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleView:
+    """A stored schedule and where it stands."""
+
+    definition: ScheduleDefinition
+    cursor: datetime
+    paused: bool
+    removed_at: datetime | None
+    skipped_count: int
+    recent_skips: tuple[datetime, ...]
+    last_run_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    def next_run(self, walkers: Walkers | None = None) -> datetime | None:
+        """The next tick it will mint at, or None while paused or removed."""
+        if self.paused or self.removed_at is not None:
+            return None
+        return self.definition.cadence.next_after(self.cursor, walkers)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -261,6 +328,48 @@ class JobStore(Protocol):
     def resume_queue(self, queue: str, *, actor: str, now: datetime) -> None: ...
 
     def set_concurrency_limit(self, queue: str, limit: int | None, *, actor: str, now: datetime) -> None: ...
+
+    # -- schedules ----------------------------------------------------------------------------------
+
+    def sync_schedules(self, definitions: Sequence[ScheduleDefinition], *, now: datetime) -> SyncResult:
+        """Make the stored schedules match ``definitions``: add new ones (their cursor at ``now``: no
+        backfill), update changed ones (keeping their cursor), mark missing ones removed (they stop minting,
+        and say so), restore one that comes back. Idempotent; every worker calls it when it starts."""
+        ...
+
+    def load_schedules(self, queues: Sequence[str]) -> list[ScheduleState]:
+        """The schedules (not removed) of ``queues``, for the mint planner: where each cursor stands and
+        whether its previous run is still live."""
+        ...
+
+    def mint(self, decisions: Sequence[MintDecision], *, now: datetime) -> int:
+        """Carry out each decision in its own transaction, only if its schedule's cursor still stands at
+        ``expected_cursor`` (compare-and-set): move the cursor, count and record the skipped ticks, insert one
+        job per tick (a tick already minted is left as it is). Returns the jobs inserted."""
+        ...
+
+    def list_schedules(self) -> list[ScheduleView]: ...
+
+    def pause_schedule(self, name: str, *, actor: str, now: datetime) -> bool:
+        """Stop minting (its ticks are skipped while paused). False: no such schedule. Audited."""
+        ...
+
+    def resume_schedule(self, name: str, *, actor: str, now: datetime) -> bool: ...
+
+    def trigger_schedule(self, name: str, *, actor: str, now: datetime) -> TriggerResult:
+        """Mint one run now, outside the cadence (the cursor does not move). Audited."""
+        ...
+
+    # -- retention -----------------------------------------------------------------------------------
+
+    def purge(self, rules: Sequence[PurgeRule], *, max_jobs: int, dry_run: bool = False) -> int:
+        """Delete at most ``max_jobs`` finished jobs by ``rules`` (oldest first), with their outcomes and
+        audit records. ``dry_run``: only count them. Never deletes a job that is not terminal."""
+        ...
+
+    def oldest_finished(self, queues: Sequence[str] | None = None) -> dict[State, datetime]:
+        """When the oldest job in each terminal state finished (what retention will purge next)."""
+        ...
 
     # -- pump health --------------------------------------------------------------------------------
 

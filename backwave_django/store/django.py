@@ -49,14 +49,15 @@ from .contract import (
     RequeueResult,
     StoreError,
 )
+from .scheduling import SchedulingMixin
 
 _JOB_FIELDS = (
     "id", "wire_name", "queue", "payload", "state", "attempt", "max_attempts", "due_at", "created_at",
-    "terminal_at", "terminal_cause", "cancel_requested", "timeout",
+    "terminal_at", "terminal_cause", "cancel_requested", "timeout", "schedule", "scheduled_for",
 )  # fmt: skip
 
 
-class DjangoStore:
+class DjangoStore(SchedulingMixin):
     """The Storage Contract over one Django database alias."""
 
     supports_transactional_enqueue = True

@@ -15,7 +15,7 @@ made due at once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 from ..core import transitions
 from ..core.health import Health
 from ..core.names import queue_name_problem
-from ..core.records import ClaimedJob, HeartbeatResult, OutcomeReport
+from ..core.records import AuditAction, ClaimedJob, HeartbeatResult, OutcomeReport
 from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.text import clean
@@ -43,15 +43,17 @@ from .contract import (
     QueueView,
     ReportResult,
     RequeueResult,
+    ScheduleView,
     StoreError,
 )
+from .memory_scheduling import MemorySchedulingMixin
 
 
 class TransientFault(ConnectionError):
     """A fault injected into the memory store that a later retry cures (what a lost connection is)."""
 
 
-class MemoryStore:
+class MemoryStore(MemorySchedulingMixin):
     """The Storage Contract in memory."""
 
     supports_transactional_enqueue = False
@@ -73,7 +75,30 @@ class MemoryStore:
         self._audit: list[AuditView] = []
         self._queues: dict[str, QueueView] = {}
         self._pumps: dict[str, PumpView] = {}
+        self._schedules: dict[str, ScheduleView] = {}
+        self._live: set[int] = set()  # ids of jobs not in a terminal state: what claims and reads look at
+        self._ticks: set[tuple[str, datetime]] = set()  # (schedule, tick) of every minted job stored
         self._next_id = 1
+
+    def _put(self, job: JobView) -> None:
+        """Store a job (new or changed), keeping the indexes in step."""
+        self._jobs[job.id] = job
+        if job.state.is_terminal:
+            self._live.discard(job.id)
+        else:
+            self._live.add(job.id)
+        if job.schedule is not None and job.scheduled_for is not None:
+            self._ticks.add((job.schedule, job.scheduled_for))
+
+    def _drop(self, job_id: int) -> None:
+        job = self._jobs.pop(job_id)
+        self._live.discard(job_id)
+        self._outcomes.pop(job_id, None)
+        if job.schedule is not None and job.scheduled_for is not None:
+            self._ticks.discard((job.schedule, job.scheduled_for))
+
+    def _live_jobs(self) -> Iterator[JobView]:
+        return (self._jobs[job_id] for job_id in self._live)
 
     def _fault(self, operation: str, when: str) -> None:
         if self.faults is not None:
@@ -98,12 +123,12 @@ class MemoryStore:
             ids = []
             for new in jobs:
                 job_id, self._next_id = self._next_id, self._next_id + 1
-                self._jobs[job_id] = JobView(
+                self._put(JobView(
                     id=job_id, wire_name=new.wire_name, queue=new.queue, payload=new.payload,
                     state=State.SCHEDULED, attempt=0, max_attempts=new.max_attempts, due_at=new.due_at,
                     created_at=now, terminal_at=None, terminal_cause="", cancel_requested=False,
                     timeout=new.timeout,
-                )  # fmt: skip
+                ))  # fmt: skip
                 ids.append(EnqueuedJob(id=job_id))
             due = sorted({new.queue for new in jobs if new.due_at <= now})
             self._fault("enqueue", "after")
@@ -132,7 +157,7 @@ class MemoryStore:
                 if take <= 0:
                     continue
                 due = sorted(
-                    (j for j in self._jobs.values() if j.queue == queue and j.state is State.SCHEDULED),
+                    (j for j in self._live_jobs() if j.queue == queue and j.state is State.SCHEDULED),
                     key=lambda j: (j.due_at, j.id),
                 )
                 for job in [j for j in due if j.due_at <= now][:take]:
@@ -152,7 +177,7 @@ class MemoryStore:
     def _lease(self, job: JobView, worker_id: str, now: datetime, duration: timedelta) -> ClaimedJob:
         changes.check_claim(job.state)
         job = replace(job, state=State.LEASED, attempt=job.attempt + 1)
-        self._jobs[job.id] = job
+        self._put(job)
         self._leases[job.id] = LeaseView(
             job_id=job.id, queue=job.queue, owner=worker_id, attempt=job.attempt, claimed_at=now,
             expires_at=now + duration,
@@ -160,6 +185,7 @@ class MemoryStore:
         return ClaimedJob(
             id=job.id, wire_name=job.wire_name, queue=job.queue, payload=job.payload, attempt=job.attempt,
             max_attempts=job.max_attempts, due_at=job.due_at, timeout=job.timeout,
+            scheduled_for=job.scheduled_for,
         )  # fmt: skip
 
     def report(
@@ -211,7 +237,7 @@ class MemoryStore:
                 job = replace(job, terminal_at=now, terminal_cause=change.message, cancel_requested=False)
             elif move.due_at is not None:
                 job = replace(job, due_at=move.due_at)
-            self._jobs[job.id] = replace(job, state=move.state, attempt=job.attempt + move.attempt_delta)
+            self._put(replace(job, state=move.state, attempt=job.attempt + move.attempt_delta))
             self._outcomes.setdefault(job.id, []).append(
                 OutcomeView(
                     job_id=job.id,
@@ -291,15 +317,13 @@ class MemoryStore:
             if job is None or effect is transitions.CancelEffect.REFUSE:
                 return CancelResult.NOT_CANCELLABLE
             if effect is transitions.CancelEffect.REQUEST:
-                self._jobs[job_id] = replace(job, cancel_requested=True)
+                self._put(replace(job, cancel_requested=True))
                 result = CancelResult.REQUESTED
             else:
                 cause = clean(transitions.cancel_cause(actor))
-                self._jobs[job_id] = replace(
-                    job, state=State.CANCELLED, terminal_at=now, terminal_cause=cause
-                )
+                self._put(replace(job, state=State.CANCELLED, terminal_at=now, terminal_cause=cause))
                 result = CancelResult.CANCELLED
-            self._record(actor, "cancel", job_id, now, detail=result.value)
+            self._record(actor, AuditAction.CANCEL, job_id, now, detail=result.value)
             self._fault("cancel", "after")
         return result
 
@@ -309,11 +333,11 @@ class MemoryStore:
             job = self._jobs.get(job_id)
             if job is None or not changes.can_requeue(job.state):
                 return RequeueResult.NOT_REQUEUEABLE
-            self._jobs[job_id] = replace(
+            self._put(replace(
                 job, state=State.SCHEDULED, attempt=0, due_at=now, terminal_at=None, terminal_cause="",
                 cancel_requested=False,
-            )  # fmt: skip
-            self._record(actor, "requeue", job_id, now)
+            ))  # fmt: skip
+            self._record(actor, AuditAction.REQUEUE, job_id, now)
             self._fault("requeue", "after")
         return RequeueResult.REQUEUED
 
@@ -329,14 +353,14 @@ class MemoryStore:
             self._fault(action, "after")
 
     def pause_queue(self, queue: str, *, actor: str, now: datetime) -> None:
-        self._change_queue(queue, actor, now, "pause_queue", paused=True)
+        self._change_queue(queue, actor, now, AuditAction.PAUSE_QUEUE, paused=True)
 
     def resume_queue(self, queue: str, *, actor: str, now: datetime) -> None:
-        self._change_queue(queue, actor, now, "resume_queue", paused=False)
+        self._change_queue(queue, actor, now, AuditAction.RESUME_QUEUE, paused=False)
 
     def set_concurrency_limit(self, queue: str, limit: int | None, *, actor: str, now: datetime) -> None:
         check_concurrency_limit(limit)
-        self._change_queue(queue, actor, now, "set_concurrency_limit", concurrency_limit=limit)
+        self._change_queue(queue, actor, now, AuditAction.SET_CONCURRENCY_LIMIT, concurrency_limit=limit)
 
     # -- pump health --------------------------------------------------------------------------------
 
@@ -372,7 +396,7 @@ class MemoryStore:
             paused = {q for q, s in self._queues.items() if s.paused}
             times = [
                 j.due_at
-                for j in self._jobs.values()
+                for j in self._live_jobs()
                 if j.state is State.SCHEDULED and j.queue in queues and j.queue not in paused
             ]
         return max(min(times), now) if times else None
@@ -386,7 +410,7 @@ class MemoryStore:
         with self._lock:
             times = [
                 j.due_at
-                for j in self._jobs.values()
+                for j in self._live_jobs()
                 if j.state is State.SCHEDULED and j.queue in queues and j.due_at > after
             ]
             times += [lease.expires_at for lease in self._leases.values() if lease.queue in queues]

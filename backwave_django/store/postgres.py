@@ -99,12 +99,14 @@ WITH picked AS (
 ), claimed AS (
     UPDATE backwave_django_job j SET state = 'leased', attempt = j.attempt + 1
     FROM picked WHERE j.id = picked.id
-    RETURNING j.id, j.wire_name, j.queue, j.payload, j.attempt, j.max_attempts, j.due_at, j.timeout
+    RETURNING j.id, j.wire_name, j.queue, j.payload, j.attempt, j.max_attempts, j.due_at, j.timeout,
+        j.scheduled_for
 ), leased AS (
     INSERT INTO backwave_django_lease (job_id, queue, owner, attempt, claimed_at, expires_at)
     SELECT id, queue, %(owner)s, attempt, %(now)s, %(expires)s FROM claimed
 )
-SELECT id, wire_name, queue, payload, attempt, max_attempts, due_at, timeout FROM claimed ORDER BY due_at, id
+SELECT id, wire_name, queue, payload, attempt, max_attempts, due_at, timeout, scheduled_for
+FROM claimed ORDER BY due_at, id
 """
 
 #: Moves as parallel arrays: for each row the move without a cancel request and the move with one

@@ -42,7 +42,12 @@ HOSTILE: list[Any] = [
 TABLES = {"top": conf.TOP_LEVEL_KEYS, "group": conf.GROUP_KEYS, "retry": conf.RETRY_KEYS}
 KEYS = [(where, name) for where, table in TABLES.items() for name in table]
 #: The ids a key's hostile values may raise: its own, and for GROUPS those of the groups inside it.
-EXTRA_IDS = {"GROUPS": {"backwave.E017", "backwave.E018", "backwave.E004", "backwave.E005"}}
+EXTRA_IDS = {
+    "GROUPS": {"backwave.E017", "backwave.E018", "backwave.E004", "backwave.E005"},
+    # a schedule named like a dict entry: every problem of the schedule inside it
+    "SCHEDULES": {f"backwave.E0{n}" for n in range(31, 42)},
+    "RETENTION": {"backwave.E042", "backwave.E043", "backwave.E044"},
+}
 
 
 def errors() -> list[str]:

@@ -11,10 +11,17 @@ import pytest
 import backwave_django
 from backwave_django import conf
 from backwave_django.conf_kinds import Derived
+from backwave_django.conf_schedules import RETENTION_KEYS, SCHEDULE_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = (ROOT / "docs" / "reference" / "settings.md").read_text()
-SECTIONS = {"Top-level keys": conf.TOP_LEVEL_KEYS, "Group keys": conf.GROUP_KEYS, "RETRY": conf.RETRY_KEYS}
+SECTIONS = {
+    "Top-level keys": conf.TOP_LEVEL_KEYS,
+    "Group keys": conf.GROUP_KEYS,
+    "RETRY": conf.RETRY_KEYS,
+    "SCHEDULES": SCHEDULE_KEYS,
+    "RETENTION": RETENTION_KEYS,
+}
 
 
 def rows(section: str) -> list[list[str]]:
@@ -45,7 +52,8 @@ def test_the_queues_row_gives_the_weight_range():
 
 def test_every_check_id_the_code_raises_is_in_the_checks_table_and_no_other():
     package = Path(backwave_django.__file__).parent
-    source = "".join((package / name).read_text() for name in ("conf.py", "checks.py"))
+    modules = ("conf.py", "conf_schedules.py", "checks.py", "schedules.py")
+    source = "".join((package / name).read_text() for name in modules)
     raised = set(re.findall(r"backwave\.[EW]\d{3}", source))
     documented = {cells[0].strip("`") for cells in rows("System checks")}
     assert documented == raised

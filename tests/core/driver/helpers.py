@@ -206,6 +206,9 @@ EVERY_EVENT: list[ev.Event] = [
     beat_done(lost(1)),
     maintenance(),
     expired(3),
+    ev.SchedulesLoaded(now=at(0)),
+    ev.SchedulesMinted(now=at(0), minted=1),
+    ev.FinishedPurged(now=at(0), count=1),
     timer(0),
     fault(),
     threads(1, 1),
@@ -258,6 +261,10 @@ def report(*reports: OutcomeReport, retry: RetryPolicy = RETRY) -> cmd.ReportOut
 
 def heartbeat(*job_ids: int) -> cmd.Heartbeat:
     return cmd.Heartbeat(job_ids=job_ids, lease_duration=LEASE)
+
+
+def load(queues: tuple[str, ...] = Q) -> cmd.LoadSchedules:
+    return cmd.LoadSchedules(queues=queues)
 
 
 def sweep(max_jobs: int = 3, queues: tuple[str, ...] = Q, retry: RetryPolicy = RETRY) -> cmd.ExpireLeases:

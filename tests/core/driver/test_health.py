@@ -25,6 +25,7 @@ from .helpers import (
     fault,
     heartbeat,
     idle,
+    load,
     maintenance,
     ok,
     poll,
@@ -78,7 +79,7 @@ DEGRADED = [
     ),
     scenario(
         "while the store backs off, maintenance does nothing, then sweeps once the backoff has passed",
-        [(fault(), [degraded()]), (maintenance(s=MIN / 2), []), (maintenance(s=MIN), [sweep()])],
+        [(fault(), [degraded()]), (maintenance(s=MIN / 2), []), (maintenance(s=MIN), [sweep(), load()])],
     ),
     scenario(
         "while the store backs off, a heartbeat records the degraded status and still renews leases",
@@ -140,7 +141,7 @@ REPLIES = [
         [RUNNING],
         id="a heartbeat",
     ),
-    pytest.param([(maintenance(), [sweep()])], expired(0, s=0.01), [RUNNING], id="a sweep"),
+    pytest.param([(maintenance(), [sweep(), load()])], expired(0, s=0.01), [RUNNING], id="a sweep"),
 ]
 
 
@@ -161,7 +162,7 @@ FAILED_REPLIES = [
     pytest.param(
         [(poll(), [claim(3)]), (claimed(1), execute(1))], beat_done(failed=True), id="a failed heartbeat"
     ),
-    pytest.param([(maintenance(), [sweep()])], expired(0, failed=True), id="a failed sweep"),
+    pytest.param([(maintenance(), [sweep(), load()])], expired(0, failed=True), id="a failed sweep"),
 ]
 
 

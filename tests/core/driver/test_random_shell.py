@@ -34,6 +34,7 @@ class FakeShell:
     reports: deque[tuple[int, ...]] = field(default_factory=deque)
     beats: deque[tuple[int, ...]] = field(default_factory=deque)
     sweeps: int = 0
+    loads: int = 0
     polls: int = 0  # RequestPolls queued behind other events
     running: list[int] = field(default_factory=list)
     finishing: int | None = None  # the job whose ending is being stepped
@@ -74,6 +75,8 @@ class FakeShell:
                 self.beats.append(ids)
             case cmd.ExpireLeases():
                 self.sweeps += 1
+            case cmd.LoadSchedules():
+                self.loads += 1
             case cmd.SignalCancellation(job_id=job_id):
                 # deadlines due at an event's time fire before the event is handled, so a job's timeout
                 # may pass in the very step that hears it ended: a late signal the Shell ignores
@@ -114,6 +117,8 @@ class FakeShell:
             actions.append(self.answer_heartbeat)
         if self.sweeps:
             actions.append(self.answer_sweep)
+        if self.loads:
+            actions.append(self.answer_load)
         if self.wake_at is not None:
             actions.append(self.timer_fires)
         self.rng.choice(actions)()
@@ -191,6 +196,13 @@ class FakeShell:
     def maintenance_tick(self) -> None:
         self.step(ev.MaintenanceDue(now=self.now()))
 
+    def answer_load(self) -> None:
+        self.loads -= 1
+        if self.raises():
+            self.step(ev.SchedulesLoaded(now=self.now(), failed=True))
+            return
+        self.step(ev.SchedulesLoaded(now=self.now()))  # no schedules: nothing to mint
+
     def answer_sweep(self) -> None:
         self.sweeps -= 1
         if self.raises():
@@ -230,7 +242,7 @@ def _shell(policy, seed: int, *, troubled: bool) -> FakeShell:
 @pytest.mark.parametrize("policy", POLICIES)
 def test_claims_never_overshoot_the_pool_under_a_burst_of_polls(policy, seed):
     shell = _shell(policy, seed, troubled=False)
-    for _ in range(400):
+    for _ in range(600):
         shell.act()
     assert shell.peak == shell.driver.config.pool_size, "the run never filled the pool, so it proves nothing"
     assert shell.next_id > 20, "the run claimed too little to prove anything"

@@ -1,0 +1,278 @@
+"""Recurring schedules: when a schedule ticks, and what becomes of each tick (minted or skipped).
+
+A cadence is a cron expression in an IANA time zone, or a fixed interval (``every``). Cron expressions are
+parsed and iterated by croniter (5 fields, or 6 with seconds as the last field); the time zone rules are ours,
+applied to the wall-clock times croniter produces:
+
+- a wall-clock time that does not exist (a spring-forward gap) fires once, at the first valid instant
+  after it;
+- a wall-clock time that exists twice (a fall-back hour) fires once, at its first occurrence;
+- so each tick is an instant, strictly increasing, and never minted twice.
+
+A fixed interval ignores zones: ticks are ``cursor + n * every``.
+
+:func:`plan` decides, from where a schedule's cursor stands and ``now``, which ticks to mint and which to
+skip. A tick is *fresh* while it is less than ``grace`` old, else *missed* (its workers, or the database, were
+down). ``skip`` (the default) mints fresh ticks and records missed ones as skipped; ``coalesce`` mints exactly
+one make-up run for all the missed ticks, however many, then carries on. ``no_overlap`` skips every tick
+while the schedule's previous run is not finished, and mints at most one. The cursor moves to the last tick
+considered, so every tick is decided once; the store moves it by compare-and-set, so across a cluster each
+tick is minted at most once.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+
+#: At most this many ticks are walked per schedule per pass; a longer backlog is worked off over passes.
+MAX_TICKS_PER_PASS = 10_000
+#: A schedule keeps the times of this many of its most recent skipped ticks (its count keeps them all).
+MAX_RECORDED_SKIPS = 32
+#: The shortest and longest fixed interval.
+MIN_EVERY = timedelta(seconds=1)
+MAX_EVERY = timedelta(days=366)
+
+
+class Misfire(enum.StrEnum):
+    SKIP = "skip"  # missed ticks are skipped (and counted)
+    COALESCE = "coalesce"  # all missed ticks together make one run
+
+
+def zone_problem(name: object) -> str | None:
+    """Why ``name`` is not an IANA time zone this machine knows, or None."""
+    if not isinstance(name, str) or not name or len(name) > 64:
+        return "a time zone is an IANA name such as 'UTC' or 'Europe/Paris'"
+    try:
+        _zone(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return f"{name!r} is not an IANA time zone known on this machine (the tzdata package has them all)"
+    return None
+
+
+def cron_problem(expression: object) -> str | None:
+    """Why ``expression`` is not a cron expression we accept, or None."""
+    if not isinstance(expression, str):
+        return "a cron expression is a str such as '0 3 * * *'"
+    fields = expression.split()
+    if len(fields) not in (5, 6):
+        return (
+            f"{expression!r} has {len(fields)} fields; write 5 (minute hour day month weekday) or 6 (the "
+            "same, then seconds)"
+        )
+    if not croniter.is_valid(expression):
+        return f"{expression!r} is not a valid cron expression"
+    try:
+        Cadence(cron=expression).next_after(datetime(2000, 1, 1, tzinfo=UTC))
+    except Exception:  # croniter gives up on a date that never comes (February 30th, say)
+        return f"{expression!r} never fires"
+    return None
+
+
+@lru_cache(maxsize=256)
+def _zone(name: str) -> tzinfo:
+    return UTC if name == "UTC" else ZoneInfo(name)
+
+
+#: The first tick after an instant, by (expression, zone, instant): a pure function's memo (like lru_cache),
+#: shared by every walker. Dict reads and writes are atomic, so threads may share it.
+_NEXT_TICK: dict[tuple[str, str, datetime], datetime] = {}
+_NEXT_TICK_SIZE = 8192
+
+
+class Walkers:
+    """Parsed cron expressions, kept by whoever walks them often (a Driver, a test pump): parsing and
+    stepping cost far more than a lookup. Not shared between threads: each Driver has its own."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[str, croniter] = {}
+
+    def next_tick(self, expression: str, zone: tzinfo, after: datetime) -> datetime:
+        """The first tick strictly after ``after`` (see the module's rules for gaps and repeated hours)."""
+        key = (expression, str(zone), after)
+        tick = _NEXT_TICK.get(key)
+        if tick is None:
+            tick = self._step(expression, zone, after)
+            if len(_NEXT_TICK) >= _NEXT_TICK_SIZE:
+                _NEXT_TICK.clear()
+            _NEXT_TICK[key] = tick
+        return tick
+
+    def _step(self, expression: str, zone: tzinfo, after: datetime) -> datetime:
+        wall = after.astimezone(zone).replace(tzinfo=None)
+        walker = self._parsed.get(expression)
+        if walker is None:
+            walker = self._parsed[expression] = croniter(expression, wall)
+        else:
+            walker.set_current(wall, force=True)
+        while True:
+            tick = _instant(walker.get_next(datetime), zone)
+            if tick > after:  # not a wall time seen again (a repeated hour), nor mapped to the same instant
+                return tick
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cadence:
+    """When a schedule ticks: ``cron`` in ``timezone``, or every ``every``."""
+
+    cron: str = ""
+    every: timedelta | None = None
+    timezone: str = "UTC"
+
+    def window(
+        self,
+        after: datetime,
+        until: datetime,
+        grace: timedelta,
+        limit: int = MAX_TICKS_PER_PASS,
+        walkers: Walkers | None = None,
+    ) -> Window:
+        """The ticks strictly after ``after`` and at most ``until`` (up to ``limit`` of them), sorted into
+        fresh ones (at most ``grace`` old at ``until``) and missed ones."""
+        if self.every is not None:
+            return _every_window(after, until, self.every, grace, limit)
+        walk = _cron_walk(self.cron, _zone(self.timezone), after, walkers)
+        return _cron_window(walk, until, grace, limit)
+
+    def next_after(self, when: datetime, walkers: Walkers | None = None) -> datetime:
+        """The first tick strictly after ``when``."""
+        if self.every is not None:
+            return when + self.every
+        return next(_cron_walk(self.cron, _zone(self.timezone), when, walkers))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Window:
+    """The ticks of a span: how many, the last (the new cursor), every fresh one, the newest missed ones."""
+
+    count: int
+    last: datetime | None
+    fresh: tuple[datetime, ...]
+    missed: tuple[datetime, ...]  # the most recent missed ticks, oldest first, at most MAX_RECORDED_SKIPS
+    complete: bool  # False when ``limit`` stopped the walk before ``until``
+
+
+EMPTY = Window(count=0, last=None, fresh=(), missed=(), complete=True)
+
+
+def _every_window(after: datetime, until: datetime, every: timedelta, grace: timedelta, limit: int) -> Window:
+    count = max(0, (until - after) // every)
+    complete = count <= limit
+    count = min(count, limit)
+    if count == 0:
+        return EMPTY
+    last = after + every * count
+    ticks = [last - every * k for k in range(min(count, MAX_RECORDED_SKIPS + grace // every + 1) - 1, -1, -1)]
+    fresh = tuple(t for t in ticks if complete and until - t <= grace)
+    missed = tuple(t for t in ticks if t not in fresh)[-MAX_RECORDED_SKIPS:]
+    return Window(count=count, last=last, fresh=fresh, missed=missed, complete=complete)
+
+
+def _cron_window(walk: Iterator[datetime], until: datetime, grace: timedelta, limit: int) -> Window:
+    count, last, complete = 0, None, True
+    fresh: list[datetime] = []
+    missed: deque[datetime] = deque(maxlen=MAX_RECORDED_SKIPS)
+    for tick in walk:
+        if tick > until:
+            break
+        if count == limit:
+            complete = False
+            break
+        count, last = count + 1, tick
+        (fresh if until - tick <= grace else missed).append(tick)
+    if not complete:  # the walk stopped short of now: nothing it saw is fresh
+        missed.extend(fresh)
+        fresh = []
+    return Window(count=count, last=last, fresh=tuple(fresh), missed=tuple(missed), complete=complete)
+
+
+def _cron_walk(
+    expression: str, zone: tzinfo, after: datetime, walkers: Walkers | None = None
+) -> Iterator[datetime]:
+    """Ticks strictly after ``after``, as instants in UTC, strictly increasing."""
+    walkers = walkers or Walkers()
+    tick = after
+    while True:
+        tick = walkers.next_tick(expression, zone, tick)
+        yield tick
+
+
+def _instant(wall: datetime, zone: tzinfo) -> datetime:
+    """The instant of a wall-clock time: its first occurrence, or the end of the gap it falls in."""
+    first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    if first.astimezone(zone).replace(tzinfo=None) == wall:
+        return first
+    # No such wall time: it is in a gap. The gap ends where the offset changes, between these two readings.
+    low, high = wall.replace(tzinfo=zone, fold=1).astimezone(UTC), first
+    target = high.astimezone(zone).utcoffset()
+    while high - low > timedelta(seconds=1):
+        middle = low + (high - low) / 2
+        if middle.astimezone(zone).utcoffset() == target:
+            high = middle
+        else:
+            low = middle
+    return high.replace(microsecond=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleState:
+    """What :func:`plan` needs to know of a schedule."""
+
+    name: str
+    cadence: Cadence
+    misfire: Misfire
+    no_overlap: bool
+    cursor: datetime
+    paused: bool
+    has_live_instance: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MintDecision:
+    """Move a schedule's cursor from ``expected_cursor`` to ``new_cursor`` (only if it still stands there),
+    mint one job per tick in ``ticks``, and record ``skipped_count`` skipped ticks (the newest in
+    ``skipped``)."""
+
+    schedule: str
+    expected_cursor: datetime
+    new_cursor: datetime
+    ticks: tuple[datetime, ...]
+    skipped: tuple[datetime, ...]
+    skipped_count: int
+
+
+def plan(
+    state: ScheduleState,
+    now: datetime,
+    grace: timedelta,
+    limit: int = MAX_TICKS_PER_PASS,
+    walkers: Walkers | None = None,
+) -> MintDecision | None:
+    """What to do with the ticks of ``state`` that are due at ``now``; None when none are."""
+    window = state.cadence.window(state.cursor, now, grace, limit, walkers)
+    if window.last is None:
+        return None
+    if state.paused:
+        mint: tuple[datetime, ...] = ()
+    elif state.misfire is Misfire.COALESCE and window.missed and window.complete:
+        mint = (window.missed[-1], *window.fresh)  # one make-up run stands for every missed tick
+    else:
+        mint = window.fresh
+    if state.no_overlap:
+        mint = () if state.has_live_instance else mint[-1:]
+    skipped = tuple(t for t in (*window.missed, *window.fresh) if t not in mint)[-MAX_RECORDED_SKIPS:]
+    return MintDecision(
+        schedule=state.name,
+        expected_cursor=state.cursor,
+        new_cursor=window.last,
+        ticks=mint,
+        skipped=skipped,
+        skipped_count=window.count - len(mint),
+    )

@@ -1,0 +1,250 @@
+"""Schedules and retention in the Django stores (mixed into ``DjangoStore``).
+
+Every tick is minted at most once across a cluster, by two guarantees that do not depend on each other: the
+cursor moves by compare-and-set (a node whose read is stale changes nothing), and a job's (schedule, tick) is
+unique in the database (``backwave_job_schedule_tick``), so even a second insert of a tick inserts nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db.models import F, Min
+
+from ..core import transitions
+from ..core.records import AuditAction
+from ..core.retention import PurgeRule
+from ..core.schedules import MAX_RECORDED_SKIPS, MintDecision, Misfire, ScheduleState
+from ..core.states import TERMINAL_STATES, State
+from ..models import AuditRecord, Job, Outcome, Schedule
+from .contract import ScheduleDefinition, ScheduleView, SyncResult, TriggerResult
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+LIVE = [State.SCHEDULED, State.AWAITING_PARENT, State.LEASED]
+_DEFINED = (
+    "wire_name", "queue", "payload", "cron", "every", "timezone", "misfire", "no_overlap", "max_attempts",
+    "timeout",
+)  # fmt: skip
+
+
+def _definition_values(definition: ScheduleDefinition) -> dict[str, Any]:
+    return {field: getattr(definition, field) for field in _DEFINED}
+
+
+def _view(row: Schedule) -> ScheduleView:
+    definition = ScheduleDefinition(
+        name=row.name, **{field: getattr(row, field) for field in _DEFINED if field != "misfire"},
+        misfire=Misfire(row.misfire),
+    )  # fmt: skip
+    return ScheduleView(
+        definition=definition,
+        cursor=row.cursor,
+        paused=row.paused,
+        removed_at=row.removed_at,
+        skipped_count=row.skipped_count,
+        recent_skips=tuple(datetime.fromisoformat(t) for t in json.loads(row.recent_skips)),
+        last_run_at=row.last_run_at,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+class SchedulingMixin:
+    """The schedule and retention operations of the Storage Contract, through the ORM."""
+
+    using: str
+
+    if TYPE_CHECKING:  # provided by DjangoStore
+
+        def _write(self) -> AbstractContextManager[None]: ...
+
+        def _audit(
+            self, actor: str, action: str, target: object, now: datetime, detail: str = ""
+        ) -> None: ...
+
+        def _hint_this_process(self, queues: Sequence[str]) -> None: ...
+
+    # -- the set of schedules ----------------------------------------------------------------------
+
+    def sync_schedules(self, definitions: Sequence[ScheduleDefinition], *, now: datetime) -> SyncResult:
+        added, changed = [], []
+        wanted = {d.name: d for d in definitions}
+        with self._write():
+            rows = Schedule.objects.using(self.using).select_for_update()
+            stored = {row.name: row for row in rows.filter(name__in=list(wanted))}
+            for name, definition in wanted.items():
+                values = _definition_values(definition)
+                row = stored.get(name)
+                if row is None:
+                    Schedule.objects.using(self.using).create(
+                        name=name, cursor=now, created_at=now, updated_at=now, **values
+                    )
+                    added.append(name)
+                elif row.removed_at is not None or any(getattr(row, f) != v for f, v in values.items()):
+                    Schedule.objects.using(self.using).filter(name=name).update(
+                        removed_at=None, updated_at=now, **values
+                    )  # its cursor stays: a redefined schedule is not replayed
+                    changed.append(name)
+            gone = (
+                Schedule.objects.using(self.using)
+                .filter(removed_at__isnull=True)
+                .exclude(name__in=list(wanted))
+            )
+            removed = sorted(gone.values_list("name", flat=True))
+            gone.update(removed_at=now, updated_at=now)
+        return SyncResult(added=tuple(sorted(added)), changed=tuple(sorted(changed)), removed=tuple(removed))
+
+    def load_schedules(self, queues: Sequence[str]) -> list[ScheduleState]:
+        stored = Schedule.objects.using(self.using).filter(queue__in=list(queues), removed_at__isnull=True)
+        rows = list(stored.order_by("name"))
+        if not rows:
+            return []
+        live = Job.objects.using(self.using).filter(schedule__in=[r.name for r in rows], state__in=LIVE)
+        busy = set(live.values_list("schedule", flat=True).distinct())
+        return [
+            ScheduleState(
+                name=row.name,
+                cadence=_view(row).definition.cadence,
+                misfire=Misfire(row.misfire),
+                no_overlap=row.no_overlap,
+                cursor=row.cursor,
+                paused=row.paused,
+                has_live_instance=row.name in busy,
+            )
+            for row in rows
+        ]
+
+    def list_schedules(self) -> list[ScheduleView]:
+        return [_view(row) for row in Schedule.objects.using(self.using).order_by("name")]
+
+    # -- minting -----------------------------------------------------------------------------------
+
+    def mint(self, decisions: Sequence[MintDecision], *, now: datetime) -> int:
+        minted = 0
+        for decision in decisions:
+            minted += self._mint_one(decision, now)
+        return minted
+
+    def _mint_one(self, decision: MintDecision, now: datetime) -> int:
+        with self._write():
+            row = (
+                Schedule.objects.using(self.using)
+                .select_for_update()
+                .filter(name=decision.schedule, cursor=decision.expected_cursor, removed_at__isnull=True)
+                .first()
+            )
+            if row is None:
+                return 0  # another node moved the cursor first, or the schedule is gone
+            skips = [*json.loads(row.recent_skips), *(t.isoformat() for t in decision.skipped)]
+            values: dict[str, Any] = {
+                "cursor": decision.new_cursor,
+                "skipped_count": F("skipped_count") + decision.skipped_count,
+                "recent_skips": json.dumps(skips[-MAX_RECORDED_SKIPS:]),
+            }
+            if decision.ticks:
+                values["last_run_at"] = max(decision.ticks)
+            Schedule.objects.using(self.using).filter(name=row.name).update(**values)
+            inserted = self._insert_runs(row, decision.ticks, now)
+        return inserted
+
+    def _insert_runs(self, row: Schedule, ticks: Sequence[datetime], now: datetime) -> int:
+        """One job per tick, due at its tick; a tick minted already (by anyone) is left as it is."""
+        if not ticks:
+            return 0
+        jobs = Job.objects.using(self.using)
+        jobs.bulk_create(
+            [
+                Job(
+                    wire_name=row.wire_name,
+                    queue=row.queue,
+                    payload=row.payload,
+                    max_attempts=row.max_attempts,
+                    timeout=row.timeout,
+                    due_at=tick,
+                    created_at=now,
+                    schedule=row.name,
+                    scheduled_for=tick,
+                )
+                for tick in ticks
+            ],
+            ignore_conflicts=True,
+        )
+        inserted = jobs.filter(schedule=row.name, scheduled_for__in=list(ticks), created_at=now).count()
+        if inserted:
+            self._hint_this_process([row.queue])
+        return inserted
+
+    # -- operator actions --------------------------------------------------------------------------
+
+    def _set_paused(self, name: str, paused: bool, actor: str, now: datetime) -> bool:
+        action = AuditAction.PAUSE_SCHEDULE if paused else AuditAction.RESUME_SCHEDULE
+        with self._write():
+            found = Schedule.objects.using(self.using).filter(name=name, removed_at__isnull=True)
+            if not found.update(paused=paused, updated_at=now):
+                return False
+            self._audit(actor, action, name, now)
+        return True
+
+    def pause_schedule(self, name: str, *, actor: str, now: datetime) -> bool:
+        return self._set_paused(name, True, actor, now)
+
+    def resume_schedule(self, name: str, *, actor: str, now: datetime) -> bool:
+        return self._set_paused(name, False, actor, now)
+
+    def trigger_schedule(self, name: str, *, actor: str, now: datetime) -> TriggerResult:
+        with self._write():
+            row = Schedule.objects.using(self.using).filter(name=name, removed_at__isnull=True).first()
+            if row is None:
+                return TriggerResult.NOT_FOUND
+            self._insert_runs(row, [now], now)
+            self._audit(actor, AuditAction.TRIGGER_SCHEDULE, name, now)
+        return TriggerResult.TRIGGERED
+
+    # -- retention ---------------------------------------------------------------------------------
+
+    def purge(self, rules: Sequence[PurgeRule], *, max_jobs: int, dry_run: bool = False) -> int:
+        purged = 0
+        for rule in rules:
+            if purged >= max_jobs:
+                break
+            for state in rule.states:
+                if not state.is_terminal:  # a table that named a live state would be a bug: never delete
+                    raise transitions.IllegalTransition(f"a purge may only delete finished jobs, not {state}")
+            purged += self._purge_rule(rule, max_jobs - purged, dry_run)
+        return purged
+
+    def _purge_rule(self, rule: PurgeRule, limit: int, dry_run: bool) -> int:
+        finished = Job.objects.using(self.using).filter(
+            queue__in=list(rule.queues), state__in=list(rule.states), terminal_at__lt=rule.before
+        )
+        picked = finished.order_by("terminal_at", "id").values_list("id", flat=True)
+        if dry_run:
+            return int(picked[:limit].count())
+        with self._write():
+            ids = list(picked.select_for_update(skip_locked=True)[:limit])
+            if not ids:
+                return 0
+            Outcome.objects.using(self.using).filter(job_id__in=ids).delete()
+            AuditRecord.objects.using(self.using).filter(target__in=[str(i) for i in ids]).filter(
+                action__in=[AuditAction.CANCEL, AuditAction.REQUEUE]
+            ).delete()
+            deleted = (
+                Job.objects.using(self.using).filter(id__in=ids, state__in=list(TERMINAL_STATES)).delete()
+            )
+        return int(deleted[1].get(Job._meta.label, 0))
+
+    def oldest_finished(self, queues: Sequence[str] | None = None) -> dict[State, datetime]:
+        found: dict[State, datetime] = {}
+        for state in (State.SUCCEEDED, State.CANCELLED, State.DEAD_LETTERED, State.QUARANTINED):
+            rows = Job.objects.using(self.using).filter(state=state, terminal_at__isnull=False)
+            if queues is not None:
+                rows = rows.filter(queue__in=list(queues))
+            oldest = rows.aggregate(t=Min("terminal_at"))["t"]
+            if oldest is not None:
+                found[state] = oldest
+        return found
