@@ -179,9 +179,7 @@ def _cron_window(walk: Iterator[datetime], until: datetime, grace: timedelta, li
     count, last, complete = 0, None, True
     fresh: list[datetime] = []
     missed: deque[datetime] = deque(maxlen=MAX_RECORDED_SKIPS)
-    for tick in walk:
-        if tick > until:
-            break
+    while (tick := next(walk)) <= until:  # the walk never ends: a cadence ticks for ever
         if count == limit:
             complete = False
             break

@@ -8,11 +8,16 @@ from datetime import timedelta
 import pytest
 
 from backwave_django.core import commands as cmd
+from backwave_django.core import events as ev
 from backwave_django.core.dispatch import Strict
+from backwave_django.core.retention import MAX_PURGE_BATCH, SUCCEEDED_CLASS, PurgeRule, RetentionRule
 from backwave_django.core.retry import RetryPolicy
+from backwave_django.core.schedules import Cadence, Misfire, ScheduleState
 
 from .helpers import (
+    REPOLL,
     Q,
+    at,
     claim,
     claimed,
     driver,
@@ -127,3 +132,116 @@ def test_the_sweep_carries_the_configured_retry_policy_and_batch():
     node = driver(retry=policy, max_claim_batch=7)
     assert node.step(maintenance()) == [cmd.ExpireLeases(queues=Q, max_jobs=7, retry=policy), load()]
     assert node.step(expired(7)) == [cmd.ExpireLeases(queues=Q, max_jobs=7, retry=policy)]
+
+
+# -- schedules ---------------------------------------------------------------------------------------------
+
+HOURLY = ScheduleState(
+    name="hourly",
+    cadence=Cadence(cron="0 * * * *"),
+    misfire=Misfire.SKIP,
+    no_overlap=False,
+    cursor=at(0),
+    paused=False,
+    has_live_instance=False,
+)
+
+
+def loaded(*schedules: ScheduleState, s: float = 0, failed: bool = False) -> ev.SchedulesLoaded:
+    return ev.SchedulesLoaded(now=at(s), schedules=schedules, failed=failed)
+
+
+def test_maintenance_loads_the_schedules_and_mints_what_is_due():
+    node = driver()
+    due = 3600 + 2
+    run(node, [(maintenance(s=due), [sweep(), load()])])
+    [mint] = node.step(loaded(HOURLY, s=due))
+    assert isinstance(mint, cmd.MintSchedules)
+    [decision] = mint.decisions
+    assert decision.ticks == (at(3600),) and decision.expected_cursor == at(0)
+    run(node, [(ev.SchedulesMinted(now=at(due), minted=1), [REPOLL])])  # a minted job is due now
+
+
+def test_nothing_due_mints_nothing_and_a_barren_mint_asks_for_no_poll():
+    node = driver()
+    run(node, [(maintenance(), [sweep(), load()]), (loaded(HOURLY, s=1), [])])
+    node = driver()
+    run(node, [(maintenance(s=3601), [sweep(), load()])])
+    node.step(loaded(HOURLY, s=3601))
+    run(node, [(ev.SchedulesMinted(now=at(3601), minted=0), [])])  # another node minted the tick first
+
+
+def test_the_schedules_are_not_loaded_again_while_a_mint_is_in_flight():
+    node = driver(maintenance_interval=timedelta(0))
+    run(node, [(maintenance(s=3601), [sweep(), load()])])
+    node.step(loaded(HOURLY, s=3601))  # the mint is in flight
+    run(node, [(expired(0, s=3601), []), (maintenance(s=3602), [sweep()])])
+
+
+def test_a_failed_load_mints_nothing_and_the_next_tick_loads_again():
+    node = driver()
+    run(
+        node,
+        [
+            (maintenance(), [sweep(), load()]),
+            (loaded(failed=True), []),
+            (expired(0), []),
+            (maintenance(s=5), [sweep(), load()]),
+        ],
+    )
+
+
+def test_schedules_loaded_during_shutdown_are_not_minted():
+    node = driver()
+    run(
+        node,
+        [
+            (poll(s=3601), [claim(3)]),
+            (claimed(1, s=3601), execute(1)),
+            (maintenance(s=3601), [sweep(), load()]),
+            (shutdown(grace=30, s=3601), [wake(3631)]),
+            (loaded(HOURLY, s=3601), []),
+        ],
+    )
+
+
+# -- retention ---------------------------------------------------------------------------------------------
+
+KEEP = RetentionRule(queues=Q, succeeded=timedelta(days=1), failed=None)
+
+
+def purge(now_s: float) -> cmd.PurgeFinished:
+    rules = (PurgeRule(queues=Q, states=SUCCEEDED_CLASS, before=at(now_s) - timedelta(days=1)),)
+    return cmd.PurgeFinished(rules=rules, max_jobs=MAX_PURGE_BATCH)
+
+
+def test_retention_purges_on_the_maintenance_tick_and_again_at_once_while_batches_come_back_full():
+    node = driver(retention=(KEEP,))
+    run(
+        node,
+        [
+            (maintenance(), [sweep(), load(), purge(0)]),
+            (ev.FinishedPurged(now=at(1), count=MAX_PURGE_BATCH), [purge(1)]),
+            (ev.FinishedPurged(now=at(2), count=MAX_PURGE_BATCH - 1), []),
+        ],
+    )
+
+
+def test_no_retention_purges_nothing_and_a_failed_purge_waits_for_the_next_tick():
+    run(driver(), [(maintenance(), [sweep(), load()])])
+    node = driver(retention=(KEEP,))
+    run(node, [(maintenance(), [sweep(), load(), purge(0)]), (ev.FinishedPurged(now=at(1), failed=True), [])])
+    run(node, [(expired(0, s=1), []), (loaded(s=1), []), (maintenance(s=5), [sweep(), load(), purge(5)])])
+
+
+def test_a_purge_in_flight_is_not_started_twice():
+    node = driver(retention=(KEEP,))
+    run(
+        node,
+        [
+            (maintenance(), [sweep(), load(), purge(0)]),
+            (expired(0), []),
+            (loaded(), []),
+            (maintenance(s=5), [sweep(), load()]),  # the purge is still in flight
+        ],
+    )
