@@ -153,10 +153,17 @@ class SchedulingMixin:
         return inserted
 
     def _insert_runs(self, row: Schedule, ticks: Sequence[datetime], now: datetime) -> int:
-        """One job per tick, due at its tick; a tick minted already (by anyone) is left as it is."""
-        if not ticks:
-            return 0
+        """One job per tick, due at its tick; a tick minted already (by anyone) is left as it is (the unique
+        constraint stands behind this check, for a race)."""
         jobs = Job.objects.using(self.using)
+        minted = set(
+            jobs.filter(schedule=row.name, scheduled_for__in=list(ticks)).values_list(
+                "scheduled_for", flat=True
+            )
+        )
+        new = [tick for tick in ticks if tick not in minted]
+        if not new:
+            return 0
         jobs.bulk_create(
             [
                 Job(
@@ -170,14 +177,12 @@ class SchedulingMixin:
                     schedule=row.name,
                     scheduled_for=tick,
                 )
-                for tick in ticks
+                for tick in new
             ],
             ignore_conflicts=True,
         )
-        inserted = jobs.filter(schedule=row.name, scheduled_for__in=list(ticks), created_at=now).count()
-        if inserted:
-            self._hint_this_process([row.queue])
-        return inserted
+        self._hint_this_process([row.queue])
+        return len(new)
 
     # -- operator actions --------------------------------------------------------------------------
 
