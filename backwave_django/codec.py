@@ -220,7 +220,7 @@ class _Unreadable(Exception):
 def decode(text: str) -> dict[str, Any]:
     """The arguments stored in ``text``. Raises PayloadDecodeError when they no longer decode."""
     try:
-        value = json.loads(text, object_hook=_decode_hook)
+        value = _DECODER.decode(text)
     except MemoryError:
         raise
     except Exception as exc:  # any text at all: whatever breaks becomes the job's cause, never a halt
@@ -247,6 +247,9 @@ def _decode_hook(obj: dict[str, Any]) -> Any:
         raise
     except Exception as exc:
         raise _Unreadable(f"is a tagged {tag} value that does not decode ({type(exc).__name__})") from None
+
+
+_DECODER = json.JSONDecoder(object_hook=_decode_hook)  # one decoder, not one per call
 
 
 def _why_unreadable(text: str, exc: Exception) -> str:

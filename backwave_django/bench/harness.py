@@ -57,7 +57,7 @@ class Options:
     latency_jobs: int = 200
     latency_spacing: float = 0.01
     scale_rows: int = 0  # 0 skips the claim-cost-at-scale figure
-    figures: tuple[str, ...] = ("enqueue", "drain", "latency", "scale")
+    figures: tuple[str, ...] = ("enqueue", "drain", "latency", "scale", "schedules")
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
     @property

@@ -110,7 +110,7 @@ class Walkers:
         walker = self._parsed.get(expression)
         if walker is None:
             walker = self._parsed[expression] = croniter(expression, wall)
-        else:
+        elif walker.get_current(datetime) != wall:  # a walk goes on from its last tick: no reset needed
             walker.set_current(wall, force=True)
         while True:
             tick = _instant(walker.get_next(datetime), zone)

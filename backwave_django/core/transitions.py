@@ -121,10 +121,15 @@ def after_attempt(
     now: datetime,
 ) -> Move:
     """The move for a leased job whose Attempt number ``attempt`` ended in ``kind`` at ``now``."""
-    retry_at = retry.next_attempt_at(attempt, max_attempts, now, key=job_id)
-    rule = LEASE_ENDINGS[kind, retry_at is not None, cancel_requested]
+    rule = LEASE_ENDINGS[kind, attempt < max_attempts, cancel_requested]
     check(State.LEASED, rule.state)
-    due_at = {Due.KEEP: None, Due.RETRY: retry_at, Due.NOW: now}[rule.due]
+    match rule.due:
+        case Due.KEEP:
+            due_at = None
+        case Due.RETRY:
+            due_at = retry.next_attempt_at(attempt, max_attempts, now, key=job_id)
+        case Due.NOW:
+            due_at = now
     cause = rule.cause.format(message=message, attempt=attempt)
     return Move(state=rule.state, attempt_delta=rule.attempt_delta, due_at=due_at, cause=cause)
 

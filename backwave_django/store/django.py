@@ -171,7 +171,9 @@ class DjangoStore(SchedulingMixin):
         claimed: list[ClaimedJob] = []
         with self._write():
             settings = self._queue_settings(queues)
-            for queue in queues:
+            due = Job.objects.using(self.using).claimable(list(queues), now).order_by()
+            with_due = set(due.values_list("queue", flat=True).distinct())  # one query, not one per queue
+            for queue in (q for q in queues if q in with_due):
                 take = max_jobs - len(claimed)
                 if take <= 0:
                     break

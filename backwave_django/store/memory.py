@@ -14,8 +14,10 @@ made due at once.
 
 from __future__ import annotations
 
+import bisect
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -76,29 +78,40 @@ class MemoryStore(MemorySchedulingMixin):
         self._queues: dict[str, QueueView] = {}
         self._pumps: dict[str, PumpView] = {}
         self._schedules: dict[str, ScheduleView] = {}
-        self._live: set[int] = set()  # ids of jobs not in a terminal state: what claims and reads look at
+        self._live_runs: Counter[str] = Counter()  # live (not terminal) jobs per schedule that minted them
         self._ticks: set[tuple[str, datetime]] = set()  # (schedule, tick) of every minted job stored
+        # Scheduled jobs per queue as sorted (due_at, id): claims and due times read the front, never scan.
+        self._waiting: dict[str, list[tuple[datetime, int]]] = {}
         self._next_id = 1
 
     def _put(self, job: JobView) -> None:
         """Store a job (new or changed), keeping the indexes in step."""
+        old = self._jobs.get(job.id)
+        if old is not None and old.state is State.SCHEDULED:
+            self._unwait(old)
+        if job.state is State.SCHEDULED:
+            bisect.insort(self._waiting.setdefault(job.queue, []), (job.due_at, job.id))
         self._jobs[job.id] = job
-        if job.state.is_terminal:
-            self._live.discard(job.id)
-        else:
-            self._live.add(job.id)
+        if old is not None and old.schedule is not None and not old.state.is_terminal:
+            self._live_runs[old.schedule] -= 1
+        if job.schedule is not None and not job.state.is_terminal:
+            self._live_runs[job.schedule] += 1
         if job.schedule is not None and job.scheduled_for is not None:
             self._ticks.add((job.schedule, job.scheduled_for))
 
+    def _unwait(self, job: JobView) -> None:
+        waiting = self._waiting[job.queue]
+        del waiting[bisect.bisect_left(waiting, (job.due_at, job.id))]
+
     def _drop(self, job_id: int) -> None:
         job = self._jobs.pop(job_id)
-        self._live.discard(job_id)
+        if job.state is State.SCHEDULED:
+            self._unwait(job)
+        if job.schedule is not None and not job.state.is_terminal:
+            self._live_runs[job.schedule] -= 1
         self._outcomes.pop(job_id, None)
         if job.schedule is not None and job.scheduled_for is not None:
             self._ticks.discard((job.schedule, job.scheduled_for))
-
-    def _live_jobs(self) -> Iterator[JobView]:
-        return (self._jobs[job_id] for job_id in self._live)
 
     def _fault(self, operation: str, when: str) -> None:
         if self.faults is not None:
@@ -156,12 +169,10 @@ class MemoryStore(MemorySchedulingMixin):
                 take = min(max_jobs - len(claimed), self._free_slots(queue))
                 if take <= 0:
                     continue
-                due = sorted(
-                    (j for j in self._live_jobs() if j.queue == queue and j.state is State.SCHEDULED),
-                    key=lambda j: (j.due_at, j.id),
-                )
-                for job in [j for j in due if j.due_at <= now][:take]:
-                    claimed.append(self._lease(job, worker_id, now, lease_duration))
+                waiting = self._waiting.get(queue, [])
+                due = waiting[: bisect.bisect_right(waiting, (now, 1 << 63))][:take]
+                for _, job_id in due:
+                    claimed.append(self._lease(self._jobs[job_id], worker_id, now, lease_duration))
             self._fault("claim", "after")
         return claimed
 
@@ -233,11 +244,17 @@ class MemoryStore(MemorySchedulingMixin):
         for change in moves:
             job, move = self._jobs[change.job_id], change.move
             self._leases.pop(change.job_id, None)
+            attempt = job.attempt + move.attempt_delta
             if move.is_terminal:
-                job = replace(job, terminal_at=now, terminal_cause=change.message, cancel_requested=False)
+                job = replace(
+                    job, state=move.state, attempt=attempt, terminal_at=now, terminal_cause=change.message,
+                    cancel_requested=False,
+                )  # fmt: skip
             elif move.due_at is not None:
-                job = replace(job, due_at=move.due_at)
-            self._put(replace(job, state=move.state, attempt=job.attempt + move.attempt_delta))
+                job = replace(job, state=move.state, attempt=attempt, due_at=move.due_at)
+            else:
+                job = replace(job, state=move.state, attempt=attempt)
+            self._put(job)
             self._outcomes.setdefault(job.id, []).append(
                 OutcomeView(
                     job_id=job.id,
@@ -394,11 +411,7 @@ class MemoryStore(MemorySchedulingMixin):
     def next_due(self, queues: Sequence[str], *, now: datetime) -> datetime | None:
         with self._lock:
             paused = {q for q, s in self._queues.items() if s.paused}
-            times = [
-                j.due_at
-                for j in self._live_jobs()
-                if j.state is State.SCHEDULED and j.queue in queues and j.queue not in paused
-            ]
+            times = [self._waiting[q][0][0] for q in queues if self._waiting.get(q) and q not in paused]
         return max(min(times), now) if times else None
 
     def next_lease_expiry(self, queues: Sequence[str]) -> datetime | None:
@@ -408,11 +421,12 @@ class MemoryStore(MemorySchedulingMixin):
 
     def upcoming(self, queues: Sequence[str], *, after: datetime) -> datetime | None:
         with self._lock:
-            times = [
-                j.due_at
-                for j in self._live_jobs()
-                if j.state is State.SCHEDULED and j.queue in queues and j.due_at > after
-            ]
+            times = []
+            for queue in set(queues):
+                waiting = self._waiting.get(queue, [])
+                later = bisect.bisect_right(waiting, (after, 1 << 63))
+                if later < len(waiting):
+                    times.append(waiting[later][0])
             times += [lease.expires_at for lease in self._leases.values() if lease.queue in queues]
         present = [t for t in times if t > after]
         return min(present) if present else None

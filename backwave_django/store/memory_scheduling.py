@@ -4,7 +4,8 @@ the Django stores: the cursor moves by compare-and-set, and a (schedule, tick) i
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -31,6 +32,7 @@ class MemorySchedulingMixin:
     if TYPE_CHECKING:  # provided by MemoryStore
         _lock: threading.RLock
         _jobs: dict[int, JobView]
+        _live_runs: Counter[str]
         _ticks: set[tuple[str, datetime]]
         _outcomes: dict[int, list[OutcomeView]]
         _audit: list[AuditView]
@@ -42,8 +44,6 @@ class MemorySchedulingMixin:
         def _put(self, job: JobView) -> None: ...
 
         def _drop(self, job_id: int) -> None: ...
-
-        def _live_jobs(self) -> Iterator[JobView]: ...
 
         def _record(
             self, actor: str, action: str, target: object, now: datetime, detail: str = ""
@@ -80,7 +80,6 @@ class MemorySchedulingMixin:
     def load_schedules(self, queues: Sequence[str]) -> list[ScheduleState]:
         with self._lock:
             self._fault("load_schedules", "before")
-            busy = {j.schedule for j in self._live_jobs() if j.schedule is not None}
             found = [
                 ScheduleState(
                     name=s.name,
@@ -89,7 +88,7 @@ class MemorySchedulingMixin:
                     no_overlap=s.definition.no_overlap,
                     cursor=s.cursor,
                     paused=s.paused,
-                    has_live_instance=s.name in busy,
+                    has_live_instance=self._live_runs[s.name] > 0,
                 )
                 for s in sorted(self._schedule_table().values(), key=lambda s: s.name)
                 if s.definition.queue in queues and s.removed_at is None

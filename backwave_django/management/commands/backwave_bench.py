@@ -11,9 +11,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from ...bench import harness as bench
+from ...bench import schedules as schedule_bench
 from ..arguments import count, count_or_zero, seconds
 
-FIGURES = ("enqueue", "drain", "latency", "scale")
+FIGURES = ("enqueue", "drain", "latency", "scale", "schedules")
 
 
 class Command(BaseCommand):
@@ -58,7 +59,8 @@ class Command(BaseCommand):
         # Every option named like an Options field (--pool-size is pool_size) sets it; --only sets figures.
         given = {f.name: options[f.name] for f in dataclasses.fields(bench.Options) if f.name in options}
         opts = bench.Options(**given, figures=tuple(options["only"] or FIGURES))
-        others = bench.foreign_jobs(opts)
+        on_database = set(opts.figures) != {"schedules"}  # the schedule figure needs no table
+        others = bench.foreign_jobs(opts) if on_database else 0
         if others and not options["yes"]:
             raise CommandError(
                 f"the database {connection.settings_dict['NAME']!r} holds {others:,} jobs the bench did not "
@@ -109,7 +111,14 @@ class Command(BaseCommand):
                 f"claim cost at scale ({opts.scale_rows:,} succeeded rows): "
                 f"{figure['jobs_per_s']:,.0f} jobs/s, {ratio:.2f}x the empty-table rate"
             )
-        bench.reset(opts)
+        if "schedules" in opts.figures:
+            figure = results.figures["schedules"] = schedule_bench.schedule_rates(opts.runs)
+            say(
+                f"schedules (test pump, memory store): a year of an hourly schedule, "
+                f"{figure['jobs']:,} jobs, in {figure['seconds']:.2f} s (runs {figure['runs']})"
+            )
+        if on_database:
+            bench.reset(opts)
         connection.close()
         if options["json"]:
             self.stdout.write(results.as_json())
