@@ -18,7 +18,7 @@ from typing import Any
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(DOCS / "_ext")]
 
 # autodoc imports the package, and backwave_django.models needs a configured Django. No database: with
 # DATABASES empty Django's dummy backend refuses every query, so the build cannot come to depend on one.
@@ -45,11 +45,12 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinxcontrib.mermaid",
+    "link_check",  # docs/_ext/link_check.py: every relative link and anchor, in the pages and README.md
 ]
 
 root_doc = "index"
 source_suffix = {".md": "markdown"}
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_ext"]
 # Fences without a language are shown as plain text, as GitHub shows them.
 highlight_language = "text"
 
