@@ -102,6 +102,7 @@ class TestPump:
                 timeout=None,  # handlers run inline: virtual time never moves while one runs
             )
         )
+        #: Every handler run so far, oldest first.
         self.executions: list[Execution] = []
         self._errors: dict[int, BaseException] = {}
         self._claimed: dict[int, ClaimedJob] = {}
@@ -153,6 +154,7 @@ class TestPump:
         return self.advance_to(self.now + by)
 
     def advance_to(self, target: datetime) -> list[Execution]:
+        """Move virtual time forward to ``target`` (an aware datetime), as :meth:`advance` does."""
         if target < self.now:
             raise ValueError(f"virtual time only moves forward: {target} is before {self.now}")
         before = len(self.executions)
