@@ -27,6 +27,7 @@ def pause_queue(queue: str, *, actor: str) -> None:
 
 
 def resume_queue(queue: str, *, actor: str) -> None:
+    """Let claims from ``queue`` start again after :func:`pause_queue`."""
     get_store().resume_queue(queue, actor=actor, now=timezone.now())
 
 

@@ -117,6 +117,8 @@ class Registry:
         self._by_wire_name: dict[str, JobRegistration] = {}
 
     def register(self, registration: JobRegistration) -> None:
+        """Add a registration (``@job`` does). Registering a wire name again with another handler raises
+        :class:`JobDefinitionError` naming both."""
         existing = self._by_wire_name.get(registration.wire_name)
         if existing is not None and existing.handler_path != registration.handler_path:
             raise JobDefinitionError(
@@ -126,9 +128,11 @@ class Registry:
         self._by_wire_name[registration.wire_name] = registration
 
     def unregister(self, wire_name: str) -> None:
+        """Forget a wire name; one that is not registered is ignored."""
         self._by_wire_name.pop(wire_name, None)
 
     def get(self, wire_name: str) -> JobRegistration:
+        """The registration for ``wire_name``; raises :class:`UnknownJob` when none is registered."""
         try:
             return self._by_wire_name[wire_name]
         except KeyError:
@@ -138,6 +142,7 @@ class Registry:
         return wire_name in self._by_wire_name
 
     def all(self) -> list[JobRegistration]:
+        """Every registration, sorted by wire name."""
         return sorted(self._by_wire_name.values(), key=lambda r: r.wire_name)
 
 

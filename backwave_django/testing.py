@@ -111,6 +111,7 @@ class TestPump:
                 misfire_grace=misfire_grace(defaults.maintenance_interval),
             )
         )
+        #: Every handler run so far, oldest first.
         self.executions: list[Execution] = []
         self._errors: dict[int, BaseException] = {}
         self._claimed: dict[int, ClaimedJob] = {}
@@ -168,6 +169,7 @@ class TestPump:
         return self.advance_to(self.now + by)
 
     def advance_to(self, target: datetime) -> list[Execution]:
+        """Move virtual time forward to ``target`` (an aware datetime), as :meth:`advance` does."""
         if target < self.now:
             raise ValueError(f"virtual time only moves forward: {target} is before {self.now}")
         before = len(self.executions)

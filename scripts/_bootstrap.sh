@@ -6,7 +6,7 @@
 # Functions:
 #   find_python [min_minor]          print the path of a CPython >= 3.<min_minor> (default 12), or exit 2
 #   find_python_exact MINOR          print the path of a CPython 3.<MINOR> if one is around, else return 1
-#   ensure_venv DIR PYTHON [PIN...]  create/refresh a venv with `-e .[test]` (+ pins), cached by a stamp
+#   ensure_venv DIR PYTHON [PIN...]  create/refresh a venv with `-e .[test,docs]` (+ pins), cached by a stamp
 #   ensure_postgres                  make sure PostgreSQL answers on 127.0.0.1:5432 (starts local clusters)
 #
 # Environment:
@@ -26,6 +26,8 @@ export BACKWAVE_ROOT
 BACKWAVE_DJANGO6_PIN="Django>=6.0,<7"
 # shellcheck disable=SC2034
 BACKWAVE_DJANGO52_PIN="Django>=5.2,<5.3"
+# The extras every venv gets: the test suite's tools and the documentation site's (scripts/test builds it).
+BACKWAVE_VENV_EXTRAS="test,docs"
 # Where ensure_postgres looks (and where scripts/test points DATABASE_URL); overridable for odd setups.
 BACKWAVE_PG_HOST="${BACKWAVE_PG_HOST:-127.0.0.1}"
 BACKWAVE_PG_PORT="${BACKWAVE_PG_PORT:-5432}"
@@ -170,8 +172,8 @@ find_python_exact() {
 # ---------------------------------------------------------------------------------------------
 
 # ensure_venv DIR PYTHON [PIN...]
-# Makes DIR a venv of PYTHON with `pip install -e "<root>[test]" PIN...`. A stamp file in the venv
-# holds a hash of pyproject.toml, the pins, the Python version and the package's directory layout;
+# Makes DIR a venv of PYTHON with `pip install -e "<root>[test,docs]" PIN...`. A stamp file in the venv
+# holds a hash of pyproject.toml, the extras, the pins, the Python version and the package's directory layout;
 # when it matches, pip is skipped, so repeated runs cost a second. The install is editable, so code
 # edits need no reinstall.
 ensure_venv() (
@@ -227,7 +229,7 @@ ensure_venv() (
 
     want=$(
         {
-            printf 'python=%s\nextras=[test]\n' "$py_ver"
+            printf 'python=%s\nextras=[%s]\n' "$py_ver" "$BACKWAVE_VENV_EXTRAS"
             printf 'pin=%s\n' "${pins[@]}"
             cat "$BACKWAVE_ROOT/pyproject.toml"
             # setuptools' editable finder freezes the package layout at install time (a directory
@@ -244,10 +246,10 @@ ensure_venv() (
         exit 0
     fi
 
-    bw_log "installing backwave-django[test] ${pins[*]} into $dir (takes a minute the first time)"
+    bw_log "installing backwave-django[$BACKWAVE_VENV_EXTRAS] ${pins[*]} into $dir (takes a minute the first time)"
     rm -f "$stamp" # a half-finished install must not look current
     if ! "$vpy" -m pip install -q --disable-pip-version-check --upgrade pip \
-        || ! "$vpy" -m pip install -q --disable-pip-version-check -e "${BACKWAVE_ROOT}[test]" "${pins[@]}"; then
+        || ! "$vpy" -m pip install -q --disable-pip-version-check -e "${BACKWAVE_ROOT}[$BACKWAVE_VENV_EXTRAS]" "${pins[@]}"; then
         bw_log "ensure_venv: pip install into $dir failed (see the output above)."
         exit 1
     fi

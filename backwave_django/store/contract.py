@@ -86,12 +86,14 @@ class WireNameTooLong(StoreError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewJob:
+    """One job for :meth:`JobStore.enqueue`, its arguments already encoded as JSON text (``payload``)."""
+
     wire_name: str
     payload: str
     queue: str = "default"
     due_at: datetime
     max_attempts: int = 10
-    timeout: timedelta | None = None  # the job's own time limit per Attempt; None: its group's
+    timeout: timedelta | None = None  #: the job's own time limit per Attempt; None: its group's
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,19 +105,22 @@ class EnqueuedJob:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReportResult:
+    """What :meth:`JobStore.report` did: the job ids whose outcome was written (``applied``) and those fenced
+    off as ``stale``."""
+
     applied: frozenset[int]
     stale: frozenset[int]
 
 
 class CancelResult(enum.StrEnum):
-    CANCELLED = "cancelled"  # it was pending: cancelled at once
-    REQUESTED = "requested"  # it is running: the handler is asked to stop at its next heartbeat
-    NOT_CANCELLABLE = "not_cancellable"  # terminal or unknown: nothing changed
+    CANCELLED = "cancelled"  #: it was pending: cancelled at once
+    REQUESTED = "requested"  #: it is running: the handler is asked to stop at its next heartbeat
+    NOT_CANCELLABLE = "not_cancellable"  #: terminal or unknown: nothing changed
 
 
 class RequeueResult(enum.StrEnum):
     REQUEUED = "requeued"
-    NOT_REQUEUEABLE = "not_requeueable"  # only dead-lettered and quarantined jobs can be requeued
+    NOT_REQUEUEABLE = "not_requeueable"  #: only dead-lettered and quarantined jobs can be requeued
 
 
 class TriggerResult(enum.StrEnum):
@@ -253,7 +258,7 @@ class PumpView:
 class JobStore(Protocol):
     """Every operation the Shell, the operator functions, the admin's actions and the test pump use."""
 
-    using: str  # the Django database alias, or a name for stores without one
+    using: str  #: the Django database alias, or a name for stores without one
     supports_transactional_enqueue: bool
 
     # -- jobs in ------------------------------------------------------------------------------------
