@@ -4,11 +4,12 @@ job's arguments bound to its handler and encoded, and the synchronisation every 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from . import codec, conf
 from .registry import Registry, UnknownJob
-from .store.contract import JobStore, ScheduleDefinition, SyncResult
+from .store.contract import JobStore, ScheduleDefinition, ScheduleView, SyncResult
 
 
 def definitions(settings: conf.Settings, registry: Registry) -> list[ScheduleDefinition]:
@@ -61,3 +62,37 @@ def problems(settings: conf.Settings, registry: Registry) -> Iterator[tuple[str,
 def sync(store: JobStore, settings: conf.Settings, registry: Registry, *, now: datetime) -> SyncResult:
     """Make the stored schedules match the settings (every worker does this when it starts)."""
     return store.sync_schedules(definitions(settings, registry), now=now)
+
+
+def describe(view: ScheduleView) -> dict[str, Any]:
+    """A stored schedule as plain values, for the command line, JSON and the admin."""
+    definition = view.definition
+    if view.removed_at is not None:
+        status = "removed"
+    elif view.paused:
+        status = "paused"
+    else:
+        status = "active"
+    return {
+        "name": view.name,
+        "status": status,
+        "cadence": f"cron {definition.cron}" if definition.cron else f"every {_interval(definition.every)}",
+        "timezone": definition.timezone,
+        "misfire": str(definition.misfire),
+        "no_overlap": definition.no_overlap,
+        "job": definition.wire_name,
+        "queue": definition.queue,
+        "next_run": view.next_run(),
+        "last_run": view.last_run_at,
+        "skipped": view.skipped_count,
+        "recent_skips": list(view.recent_skips),
+        "removed_at": view.removed_at,
+    }
+
+
+def _interval(every: timedelta | None) -> str:
+    seconds = int(every.total_seconds()) if every is not None else 0
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{every.total_seconds():g}s" if every is not None else "?"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import factory
 
-from backwave_django.models import Job, Lease, QueueSettings
+from backwave_django.models import Job, Lease, QueueSettings, Schedule
 
 from .conftest import LEASE, T0
 
@@ -58,4 +58,20 @@ class QueueSettingsFactory(factory.django.DjangoModelFactory):
     queue = "default"
     paused = False
     concurrency_limit = None
+    updated_at = T0
+
+
+class ScheduleFactory(factory.django.DjangoModelFactory):
+    """A stored hourly schedule of ``tests.tick`` whose cursor stands at T0."""
+
+    class Meta:
+        model = Schedule
+
+    name = factory.Sequence(lambda n: f"schedule-{n}")
+    wire_name = "tests.tick"
+    queue = "default"
+    payload = "{}"
+    cron = "0 * * * *"
+    cursor = T0
+    created_at = T0
     updated_at = T0

@@ -1,4 +1,5 @@
-"""The operations surface: jobs, quarantined and dead-lettered jobs, queues, workers and an overview.
+"""The operations surface: jobs, quarantined and dead-lettered jobs, queues, workers, schedules
+and an overview.
 
 Django's admin autodiscovery imports this package, which registers every page. Jobs are read-only here: no
 add, change or delete. Writes are admin actions and the Queues page's controls, which go through
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from ..models import DeadLetteredJob, Job, JobOverview, PumpStatus, QuarantinedJob, QueueSettings
+from ..models import DeadLetteredJob, Job, JobOverview, PumpStatus, QuarantinedJob, QueueSettings, Schedule
 from .jobs import DeadLetteredJobAdmin, JobAdmin, QuarantinedJobAdmin
 from .overview import OverviewAdmin
 from .queues import QueueSettingsAdmin
+from .schedules import ScheduleAdmin
 from .workers import PumpStatusAdmin
 
 admin.site.register(Job, JobAdmin)
@@ -21,4 +23,5 @@ admin.site.register(QuarantinedJob, QuarantinedJobAdmin)
 admin.site.register(DeadLetteredJob, DeadLetteredJobAdmin)
 admin.site.register(QueueSettings, QueueSettingsAdmin)
 admin.site.register(PumpStatus, PumpStatusAdmin)
+admin.site.register(Schedule, ScheduleAdmin)
 admin.site.register(JobOverview, OverviewAdmin)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -10,7 +11,10 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
 
+from .. import conf
+from ..core.retention import SUCCEEDED_CLASS
 from ..models import Job, PumpStatus
+from ..store import get_store
 from . import chart, queue_rows
 from .guards import GuardedAdmin
 from .workers import describe_age
@@ -56,6 +60,20 @@ class OverviewAdmin(GuardedAdmin):
             "failed_total": sum(failed),
             "oldest_due": [(queue, due, describe_age(now - due)) for queue, due in sorted(oldest.items())],
             "pumps": [(pump, describe_age(now - pump.last_beat_at)) for pump in pumps],
+            "oldest_finished": oldest_finished(now),
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, TEMPLATE, context)
+
+
+def oldest_finished(now: datetime) -> list[tuple[str, datetime, str, str]]:
+    """Per terminal state: when its oldest stored job finished, how long ago, and the default retention
+    (what maintenance purges next; per-queue overrides may keep some longer)."""
+    settings = conf.get()
+    found = get_store(settings.database).oldest_finished()
+    rows = []
+    for state, at in sorted(found.items(), key=lambda item: item[1]):
+        keep = settings.retention.succeeded if state in SUCCEEDED_CLASS else settings.retention.failed
+        kept = "for ever" if keep is None else describe_age(keep).removesuffix(" ago")
+        rows.append((Job.State(state).label, at, describe_age(now - at), kept))
+    return rows

@@ -33,7 +33,9 @@ def describe_age(age: timedelta) -> str:
         return f"{seconds} s ago"
     if seconds < 7200:
         return f"{seconds // 60} min ago"
-    return f"{seconds // 3600} h ago"
+    if seconds < 2 * 86400:
+        return f"{seconds // 3600} h ago"
+    return f"{seconds // 86400} d ago"
 
 
 class PumpStatusAdmin(GuardedAdmin):

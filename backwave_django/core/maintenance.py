@@ -16,6 +16,9 @@ from .retention import MAX_PURGE_BATCH, RetentionRule, purges
 from .retry import RetryPolicy
 from .schedules import Walkers, plan
 
+#: After a failed purge, the next waits this long (or a maintenance interval, when that is longer).
+PURGE_RETRY = timedelta(minutes=1)
+
 
 class Maintenance:
     def __init__(
@@ -37,6 +40,7 @@ class Maintenance:
         self.walkers = Walkers()
         self.last: datetime | None = None
         self.expiring = self.loading = self.minting = self.purging = False
+        self.purge_after: datetime | None = None  # after a failed purge: not before this
 
     def due(self, now: datetime) -> list[cmd.Command]:
         """A maintenance tick: what is not already in flight starts, once per interval."""
@@ -51,7 +55,7 @@ class Maintenance:
         if not (self.loading or self.minting):
             self.loading = True
             commands.append(cmd.LoadSchedules(queues=self.queues))
-        if not self.purging:
+        if not self.purging and (self.purge_after is None or now >= self.purge_after):
             commands += self._purge(now)
         return commands
 
@@ -90,5 +94,7 @@ class Maintenance:
 
     def purged(self, event: ev.FinishedPurged, *, draining: bool) -> list[cmd.Command]:
         self.purging = False
+        if event.failed:  # purging can wait: it is retried well after the store has had time to recover
+            self.purge_after = event.now + max(self.interval, PURGE_RETRY)
         full = not event.failed and event.count >= MAX_PURGE_BATCH
         return self._purge(event.now) if full and not draining else []

@@ -144,7 +144,18 @@ class CommandRunner:
                     logger.debug("%s: minted %d scheduled job(s)", self.worker_id, minted)
                 return [ev.SchedulesMinted(now=self.clock(), minted=minted)]
             case cmd.PurgeFinished(rules=rules, max_jobs=max_jobs):
-                count = store.purge(rules, max_jobs=max_jobs)
+                try:
+                    count = store.purge(rules, max_jobs=max_jobs)
+                except Exception as exc:
+                    if self.raise_faults or store.is_transient_fault(exc):
+                        raise
+                    # Housekeeping never halts a Pump: a purge that cannot delete (a model of the project
+                    # protects a finished job, say) is logged and tried again later.
+                    logger.error(
+                        "%s: could not purge finished jobs (retrying later): %s",
+                        self.worker_id, describe(exc), exc_info=exc,
+                    )  # fmt: skip
+                    return [ev.FinishedPurged(now=self.clock(), failed=True)]
                 if count:
                     logger.info("%s: purged %d finished job(s) past their retention", self.worker_id, count)
                 return [ev.FinishedPurged(now=self.clock(), count=count)]

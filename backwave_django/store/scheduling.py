@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import F, Min
+from django.db import models
+from django.db.models import F, Min, QuerySet
 
 from ..core import transitions
 from ..core.records import AuditAction
@@ -36,7 +37,8 @@ def _definition_values(definition: ScheduleDefinition) -> dict[str, Any]:
     return {field: getattr(definition, field) for field in _DEFINED}
 
 
-def _view(row: Schedule) -> ScheduleView:
+def schedule_view(row: Schedule) -> ScheduleView:
+    """A stored row as the contract's plain value."""
     definition = ScheduleDefinition(
         name=row.name, **{field: getattr(row, field) for field in _DEFINED if field != "misfire"},
         misfire=Misfire(row.misfire),
@@ -52,6 +54,26 @@ def _view(row: Schedule) -> ScheduleView:
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
+
+
+#: A foreign key to Job with one of these says the row needs its job: a purge leaves that job alone.
+_KEEPS_ITS_JOB = (models.PROTECT, models.RESTRICT, models.DO_NOTHING)
+
+
+def _protected_job_ids(using: str) -> list[QuerySet[Any, Any]]:
+    """The ids of jobs that rows of other models point to with a foreign key that keeps its job (a model of
+    the project that records which job made it, say): each a subquery the purge excludes. A foreign key
+    with CASCADE or SET_NULL lets the job go, as Django's own delete would."""
+    found = []
+    for relation in Job._meta.get_fields(include_hidden=True):
+        if not (relation.auto_created and relation.is_relation and not relation.concrete):
+            continue
+        if getattr(relation, "on_delete", None) not in _KEEPS_ITS_JOB:
+            continue
+        field = relation.field  # type: ignore[union-attr]
+        rows = relation.related_model._base_manager.using(using)  # type: ignore[union-attr]
+        found.append(rows.filter(**{f"{field.name}__isnull": False}).values(field.attname))
+    return found
 
 
 class SchedulingMixin:
@@ -109,7 +131,7 @@ class SchedulingMixin:
         return [
             ScheduleState(
                 name=row.name,
-                cadence=_view(row).definition.cadence,
+                cadence=schedule_view(row).definition.cadence,
                 misfire=Misfire(row.misfire),
                 no_overlap=row.no_overlap,
                 cursor=row.cursor,
@@ -120,7 +142,7 @@ class SchedulingMixin:
         ]
 
     def list_schedules(self) -> list[ScheduleView]:
-        return [_view(row) for row in Schedule.objects.using(self.using).order_by("name")]
+        return [schedule_view(row) for row in Schedule.objects.using(self.using).order_by("name")]
 
     # -- minting -----------------------------------------------------------------------------------
 
@@ -227,6 +249,8 @@ class SchedulingMixin:
         finished = Job.objects.using(self.using).filter(
             queue__in=list(rule.queues), state__in=list(rule.states), terminal_at__lt=rule.before
         )
+        for needed in _protected_job_ids(self.using):
+            finished = finished.exclude(id__in=needed)
         picked = finished.order_by("terminal_at", "id").values_list("id", flat=True)
         if dry_run:
             return int(picked[:limit].count())

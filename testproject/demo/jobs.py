@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from backwave_django import JobContext, job
 
-from .models import Greeting
+from .models import Greeting, NightlyReport
 
 
 @job("demo.send-welcome-email", queue="emails", max_attempts=5)
@@ -32,3 +32,9 @@ def always_fails(reason: str) -> None:
 def add(amounts: list[Decimal]) -> Decimal:
     time.sleep(random.uniform(0, 0.01))
     return sum(amounts, Decimal(0))
+
+
+@job("demo.nightly-report", queue="reports")
+def nightly_report(context: JobContext) -> None:
+    """Run by the ``nightly-report`` schedule; a make-up run after an outage knows which night it is for."""
+    NightlyReport.objects.create(job_id=context.job_id, night=context.scheduled_for)

@@ -76,6 +76,15 @@ BACKWAVE = {
         "torture": {"QUEUES": ["torture", "torture-limited"]},  # the torture run's own group
     },
     "MANIFEST_PATH": str(BASE_DIR / "backwave_manifest.txt"),
+    "SCHEDULES": {
+        "nightly-report": {
+            "JOB": "demo.nightly-report",
+            "CRON": "0 3 * * *",
+            "TIMEZONE": "Europe/Paris",
+            "MISFIRE": "coalesce",
+            "NO_OVERLAP": True,
+        },
+    },
 }
 # Tests and the torture run start worker processes with other settings: BACKWAVE_JSON replaces the dict.
 if env.str("BACKWAVE_JSON", default=""):

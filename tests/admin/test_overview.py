@@ -81,3 +81,18 @@ def test_the_overview_has_no_per_job_pages_that_would_show_payloads(viewer: Clie
         response = viewer.get(f"{URL}{job.id}/{suffix}", follow=True)
         assert "s3cr3t" not in response.content.decode(), suffix
         assert response.status_code == 404, suffix
+
+
+def test_the_overview_shows_the_oldest_finished_job_per_state_and_its_retention(
+    viewer: Client, settings
+) -> None:
+    now = timezone.now()
+    settings.BACKWAVE = {**settings.BACKWAVE, "RETENTION": {"SUCCEEDED": timedelta(days=2), "FAILED": None}}
+    JobFactory(state=Job.State.SUCCEEDED, terminal_at=now - timedelta(days=3))
+    JobFactory(state=Job.State.SUCCEEDED, terminal_at=now - timedelta(hours=1))
+    JobFactory(state=Job.State.DEAD_LETTERED, terminal_at=now - timedelta(days=40))
+    rows = viewer.get(URL).context["oldest_finished"]
+    assert [(state, age, kept) for state, _, age, kept in rows] == [
+        ("dead-lettered", "40 d ago", "for ever"),
+        ("succeeded", "3 d ago", "2 d"),
+    ]

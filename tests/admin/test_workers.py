@@ -53,7 +53,8 @@ def test_the_workers_page_needs_its_view_permission(login: Callable[..., Client]
 
 
 @pytest.mark.parametrize(
-    ("seconds", "text"), [(5, "5 s ago"), (600, "10 min ago"), (10800, "3 h ago"), (-3, "0 s ago")]
+    ("seconds", "text"),
+    [(5, "5 s ago"), (600, "10 min ago"), (10800, "3 h ago"), (3 * 86400, "3 d ago"), (-3, "0 s ago")],
 )
 def test_ages_read_naturally(seconds: int, text: str) -> None:
     assert describe_age(timedelta(seconds=seconds)) == text

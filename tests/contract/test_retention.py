@@ -70,3 +70,15 @@ def test_the_oldest_finished_job_of_each_state(store):
     enqueue(store)
     assert store.oldest_finished() == {State.SUCCEEDED: T0, State.QUARANTINED: T0 + DAY}
     assert store.oldest_finished(["other"]) == {State.QUARANTINED: T0 + DAY}
+
+
+def test_a_finished_job_that_a_project_model_protects_is_never_purged(db_store):
+    from demo.models import NightlyReport  # a foreign key to Job with on_delete=PROTECT
+
+    kept, gone = (job_in_state(db_store, State.SUCCEEDED, now=T0) for _ in range(2))
+    NightlyReport.objects.create(job_id=kept, night=T0)
+    assert db_store.purge([rule()], max_jobs=500, dry_run=True) == 1
+    assert db_store.purge([rule()], max_jobs=500) == 1
+    assert db_store.get_job(kept) is not None and db_store.get_job(gone) is None
+    NightlyReport.objects.all().delete()
+    assert db_store.purge([rule()], max_jobs=500) == 1

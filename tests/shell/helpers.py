@@ -39,10 +39,17 @@ def group(**overrides: Any) -> dict[str, Any]:
 
 @contextmanager
 def running(
-    settings: Any, groups: dict[str, dict[str, Any]], *, grace: float = 5.0, **node_options: Any
+    settings: Any,
+    groups: dict[str, dict[str, Any]],
+    *,
+    grace: float = 5.0,
+    more: dict[str, Any] | None = None,
+    **node_options: Any,
 ) -> Iterator[Node]:
-    """Start a node serving ``groups`` (the BACKWAVE GROUPS setting) and drain it on exit."""
-    settings.BACKWAVE = {"GROUPS": groups, "RETRY": {"BACKOFF_BASE": 1.0, "BACKOFF_CAP": 0.2}}
+    """Start a node serving ``groups`` (the BACKWAVE GROUPS setting, with ``more`` keys) and drain it on
+    exit."""
+    retry = {"BACKOFF_BASE": 1.0, "BACKOFF_CAP": 0.2}
+    settings.BACKWAVE = {"GROUPS": groups, "RETRY": retry, **(more or {})}
     node = Node(list(groups), reconnect_delay=0.2, **node_options)
     node.start()
     try:

@@ -227,11 +227,12 @@ def test_retention_purges_on_the_maintenance_tick_and_again_at_once_while_batche
     )
 
 
-def test_no_retention_purges_nothing_and_a_failed_purge_waits_for_the_next_tick():
+def test_no_retention_purges_nothing_and_a_failed_purge_waits_a_minute():
     run(driver(), [(maintenance(), [sweep(), load()])])
     node = driver(retention=(KEEP,))
     run(node, [(maintenance(), [sweep(), load(), purge(0)]), (ev.FinishedPurged(now=at(1), failed=True), [])])
-    run(node, [(expired(0, s=1), []), (loaded(s=1), []), (maintenance(s=5), [sweep(), load(), purge(5)])])
+    run(node, [(expired(0, s=1), []), (loaded(s=1), []), (maintenance(s=5), [sweep(), load()])])
+    run(node, [(expired(0, s=6), []), (loaded(s=6), []), (maintenance(s=61), [sweep(), load(), purge(61)])])
 
 
 def test_a_purge_in_flight_is_not_started_twice():
