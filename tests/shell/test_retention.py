@@ -44,8 +44,8 @@ def refused_delete():
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(
-                "CREATE FUNCTION bw_refuse() RETURNS trigger AS $$ BEGIN "
-                "RAISE EXCEPTION 'job % is referenced', OLD.id USING ERRCODE = '23503'; END $$ LANGUAGE plpgsql"
+                "CREATE FUNCTION bw_refuse() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION "
+                "'job % is referenced', OLD.id USING ERRCODE = '23503'; END $$ LANGUAGE plpgsql"
             )
             cursor.execute(
                 f"CREATE TRIGGER bw_refuse BEFORE DELETE ON backwave_django_job FOR EACH ROW "
