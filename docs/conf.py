@@ -91,6 +91,8 @@ NAVIGATION: dict[str, list[str]] = {
         "howto/testing",
         "howto/deploy",
         "howto/operate",
+        "howto/schedules",
+        "howto/retention",
         "howto/admin",
         "howto/manifest",
         "howto/torture",

@@ -11,6 +11,7 @@ from .contract import (
     ReportResult,
     RequeueResult,
     StoreError,
+    TriggerResult,
     WireNameTooLong,
 )
 
@@ -36,6 +37,7 @@ __all__ = [
     "ReportResult",
     "RequeueResult",
     "StoreError",
+    "TriggerResult",
     "WireNameTooLong",
     "get_store",
 ]
