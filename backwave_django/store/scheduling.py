@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import models
+from django.db import IntegrityError, models
 from django.db.models import F, Min, QuerySet
 
 from ..core import transitions
@@ -56,6 +56,9 @@ def schedule_view(row: Schedule) -> ScheduleView:
     )
 
 
+#: Workers that start together race to insert a new schedule; the losers read it back and compare.
+_SYNC_ATTEMPTS = 3
+
 #: A foreign key to Job with one of these says the row needs its job: a purge leaves that job alone.
 _KEEPS_ITS_JOB = (models.PROTECT, models.RESTRICT, models.DO_NOTHING)
 
@@ -94,6 +97,15 @@ class SchedulingMixin:
     # -- the set of schedules ----------------------------------------------------------------------
 
     def sync_schedules(self, definitions: Sequence[ScheduleDefinition], *, now: datetime) -> SyncResult:
+        for attempt in range(_SYNC_ATTEMPTS):
+            try:
+                return self._sync_once(definitions, now)
+            except IntegrityError:  # workers starting together inserted the same new schedule: compare again
+                if attempt == _SYNC_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _sync_once(self, definitions: Sequence[ScheduleDefinition], now: datetime) -> SyncResult:
         added, changed = [], []
         wanted = {d.name: d for d in definitions}
         with self._write():

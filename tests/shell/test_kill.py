@@ -23,9 +23,11 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def worker_env(**group: object) -> dict[str, str]:
-    """Environment for a ``backwave_pump`` process that uses this test's database and the tests' jobs."""
+def worker_env(more: dict[str, object] | None = None, **group: object) -> dict[str, str]:
+    """Environment for a ``backwave_pump`` process that uses this test's database and the tests' jobs;
+    ``more``: other BACKWAVE keys."""
     settings = {
+        **(more or {}),
         "GROUPS": {
             "default": {
                 "QUEUES": ["default"],
@@ -45,12 +47,14 @@ def worker_env(**group: object) -> dict[str, str]:
     }
 
 
-def start_worker(*extra: str, **group: object) -> subprocess.Popen[str]:
+def start_worker(
+    *extra: str, more: dict[str, object] | None = None, **group: object
+) -> subprocess.Popen[str]:
     command = [sys.executable, str(ROOT / "testproject" / "manage.py"), "backwave_pump", *extra]
     return subprocess.Popen(
         command,
         cwd=ROOT,
-        env=worker_env(**group),
+        env=worker_env(more, **group),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
