@@ -89,8 +89,9 @@ class Job(models.Model):
                 name="backwave_job_set_aside",
                 condition=Q(state__in=["dead_lettered", "quarantined"]),
             ),
-            # The admin's depth per queue and state (bounded counts) and its list of queues (skip scan).
-            models.Index(fields=["queue", "state"], name="backwave_job_queue_state"),
+            # The admin's depth per queue and state (bounded counts) and its list of queues (skip scan); with
+            # terminal_at, retention's purge of one queue's finished jobs, oldest first, with no sort.
+            models.Index(fields=["queue", "state", "terminal_at"], name="backwave_job_queue_state"),
             # The admin's filter by wire name and search by its prefix (pattern ops on PostgreSQL, so that
             # LIKE 'prefix%' uses it under any collation); a rare wire name would otherwise scan the table.
             models.Index(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError, models
+from django.db import IntegrityError, connections, models
 from django.db.models import F, Min, QuerySet
 
 from ..core import transitions
@@ -20,7 +20,7 @@ from ..core.records import AuditAction
 from ..core.retention import PurgeRule
 from ..core.schedules import MAX_RECORDED_SKIPS, MintDecision, Misfire, ScheduleState
 from ..core.states import TERMINAL_STATES, State
-from ..models import AuditRecord, Job, Outcome, Schedule
+from ..models import AuditRecord, Job, Lease, Outcome, Schedule
 from .contract import ScheduleDefinition, ScheduleView, SyncResult, TriggerResult
 
 if TYPE_CHECKING:
@@ -77,6 +77,42 @@ def _protected_job_ids(using: str) -> list[QuerySet[Any, Any]]:
         rows = relation.related_model._base_manager.using(using)  # type: ignore[union-attr]
         found.append(rows.filter(**{f"{field.name}__isnull": False}).values(field.attname))
     return found
+
+
+def _cascading_relations() -> list[Any]:
+    """Relations to Job from models other than backwave's own whose delete does something (CASCADE, SET_NULL,
+    ...). A relation that keeps its job needs nothing: the purge never picks the jobs it points to."""
+    return [
+        relation
+        for relation in Job._meta.get_fields(include_hidden=True)
+        if relation.auto_created
+        and relation.is_relation
+        and not relation.concrete
+        and relation.related_model not in (Outcome, Lease)
+        and getattr(relation, "on_delete", None) not in _KEEPS_ITS_JOB
+    ]
+
+
+class _Among:
+    """``DELETE ... WHERE column IN (values) AND ...`` for a connection: one array parameter on PostgreSQL,
+    a placeholder per value elsewhere."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+
+    def delete(
+        self, model: type[models.Model], *conditions: tuple[str, Sequence[Any]]
+    ) -> tuple[str, list[Any]]:
+        clauses, params = [], []
+        for column, values in conditions:
+            if self.connection.vendor == "postgresql":
+                clauses.append(f"{column} = ANY(%s)")
+                params.append(list(values))
+            else:
+                clauses.append(f"{column} IN ({', '.join(['%s'] * len(values))})")
+                params += values
+        table = self.connection.ops.quote_name(model._meta.db_table)
+        return f"DELETE FROM {table} WHERE {' AND '.join(clauses)}", params
 
 
 class SchedulingMixin:
@@ -258,26 +294,50 @@ class SchedulingMixin:
         return purged
 
     def _purge_rule(self, rule: PurgeRule, limit: int, dry_run: bool) -> int:
-        finished = Job.objects.using(self.using).filter(
-            queue__in=list(rule.queues), state__in=list(rule.states), terminal_at__lt=rule.before
-        )
+        jobs = Job.objects.using(self.using)
+        finished = jobs.filter(terminal_at__lt=rule.before)
         for needed in _protected_job_ids(self.using):
             finished = finished.exclude(id__in=needed)
-        picked = finished.order_by("terminal_at", "id").values_list("id", flat=True)
         if dry_run:
-            return int(picked[:limit].count())
+            return int(
+                finished.filter(queue__in=list(rule.queues), state__in=list(rule.states))[:limit].count()
+            )
         with self._write():
-            ids = list(picked.select_for_update(skip_locked=True)[:limit])
+            ids: list[int] = []
+            # Queue by queue and state by state, each oldest first along backwave_job_queue_state: a batch
+            # reads what it deletes, never the whole history.
+            for queue in rule.queues:
+                for state in rule.states:
+                    if len(ids) >= limit:
+                        break
+                    oldest = finished.filter(queue=queue, state=state).order_by("terminal_at")
+                    ids += oldest.select_for_update(skip_locked=True).values_list("id", flat=True)[
+                        : limit - len(ids)
+                    ]
             if not ids:
                 return 0
+            return self._delete_finished(ids)
+
+    def _delete_finished(self, ids: list[int]) -> int:
+        """Delete these finished jobs with their outcomes, leases and audit records: plain DELETEs by id (an
+        ORM delete spends most of a batch building lookups), or Django's delete when a model of the project
+        points at jobs with CASCADE or SET_NULL, so that what it declared happens."""
+        audit = [str(AuditAction.CANCEL), str(AuditAction.REQUEUE)]
+        finished = [str(state) for state in TERMINAL_STATES]
+        if _cascading_relations():
             Outcome.objects.using(self.using).filter(job_id__in=ids).delete()
-            AuditRecord.objects.using(self.using).filter(target__in=[str(i) for i in ids]).filter(
-                action__in=[AuditAction.CANCEL, AuditAction.REQUEUE]
-            ).delete()
-            deleted = (
-                Job.objects.using(self.using).filter(id__in=ids, state__in=list(TERMINAL_STATES)).delete()
-            )
-        return int(deleted[1].get(Job._meta.label, 0))
+            targets = [str(i) for i in ids]
+            AuditRecord.objects.using(self.using).filter(target__in=targets, action__in=audit).delete()
+            deleted = Job.objects.using(self.using).filter(id__in=ids, state__in=finished).delete()
+            return int(deleted[1].get(Job._meta.label, 0))
+        connection = connections[self.using]
+        ours = _Among(connection)
+        with connection.cursor() as cursor:
+            for model in (Outcome, Lease):
+                cursor.execute(*ours.delete(model, ("job_id", ids)))
+            cursor.execute(*ours.delete(AuditRecord, ("target", [str(i) for i in ids]), ("action", audit)))
+            cursor.execute(*ours.delete(Job, ("id", ids), ("state", finished)))
+            return int(cursor.rowcount)
 
     def oldest_finished(self, queues: Sequence[str] | None = None) -> dict[State, datetime]:
         found: dict[State, datetime] = {}

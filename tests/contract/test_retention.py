@@ -82,3 +82,14 @@ def test_a_finished_job_that_a_project_model_protects_is_never_purged(db_store):
     assert db_store.get_job(kept) is not None and db_store.get_job(gone) is None
     NightlyReport.objects.all().delete()
     assert db_store.purge([rule()], max_jobs=500) == 1
+
+
+def test_with_a_cascading_project_relation_the_purge_uses_djangos_delete(db_store, monkeypatch):
+    from backwave_django.store import scheduling
+
+    monkeypatch.setattr(scheduling, "_cascading_relations", lambda: ["a project model with CASCADE"])
+    old = job_in_state(db_store, State.SUCCEEDED, now=T0)
+    fresh = job_in_state(db_store, State.SUCCEEDED, now=T0 + 2 * DAY)
+    assert db_store.purge([rule()], max_jobs=500) == 1
+    assert db_store.get_job(old) is None and db_store.list_outcomes(old) == []
+    assert db_store.get_job(fresh) is not None
