@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.db import DatabaseError, connection, connections
@@ -57,7 +58,9 @@ class Options:
     latency_jobs: int = 200
     latency_spacing: float = 0.01
     scale_rows: int = 0  # 0 skips the claim-cost-at-scale figure
-    figures: tuple[str, ...] = ("enqueue", "drain", "latency", "scale", "schedules")
+    purge_rows: int = 1_000_000  # finished rows for the purge figure
+    purging: bool = False  # the workers also serve the history queue, purging it by retention
+    figures: tuple[str, ...] = ("enqueue", "drain", "latency", "scale", "schedules", "purge")
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
     @property
@@ -131,8 +134,9 @@ def reset(options: Options) -> None:
 
 
 def worker_groups(options: Options) -> dict[str, dict[str, Any]]:
-    """The worker's ``BACKWAVE['GROUPS']``: one group per bench queue, each with the measured settings."""
-    return {
+    """The worker's ``BACKWAVE['GROUPS']``: one group per bench queue, each with the measured settings; with
+    ``purging``, one more that serves the history queue, so that its maintenance purges it."""
+    groups = {
         f"bench-{index}": {
             "QUEUES": [queue],
             "PUMPS": options.pumps,
@@ -142,6 +146,14 @@ def worker_groups(options: Options) -> dict[str, dict[str, Any]]:
         }
         for index, queue in enumerate(bench_queues(options), start=1)
     }
+    if options.purging:
+        groups["bench-history"] = {"QUEUES": [options.history_queue], "POOL_SIZE": 1}
+    return groups
+
+
+#: The workers' retention: purging only in the purge figure, where the history finished two days ago.
+RETENTION_KEEP_ALL = {"SUCCEEDED": None, "FAILED": None}
+RETENTION_PURGING = {"SUCCEEDED": 86400, "FAILED": None}
 
 
 def worker_command(options: Options) -> tuple[list[str], dict[str, str]]:
@@ -153,8 +165,9 @@ def worker_command(options: Options) -> tuple[list[str], dict[str, str]]:
         "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE,
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
     }
-    spec = json.dumps({"GROUPS": worker_groups(options), "DATABASE": connection.alias})
-    return [sys.executable, "-m", "django", "backwave_bench", "--worker", spec], env
+    retention = RETENTION_PURGING if options.purging else RETENTION_KEEP_ALL
+    spec = {"GROUPS": worker_groups(options), "DATABASE": connection.alias, "RETENTION": retention}
+    return [sys.executable, "-m", "django", "backwave_bench", "--worker", json.dumps(spec)], env
 
 
 @contextmanager
@@ -319,8 +332,9 @@ def pickup_latency(options: Options) -> dict[str, float]:
     return {"p50_ms": rank(0.50), "p99_ms": rank(0.99), "max_ms": latencies[-1]}
 
 
-def fill_succeeded(options: Options, rows: int) -> None:
-    """Bulk-fill ``rows`` finished jobs into this run's history queue, as history would leave."""
+def fill_succeeded(options: Options, rows: int, *, age: timedelta = timedelta(0)) -> None:
+    """Bulk-fill ``rows`` finished jobs into this run's history queue, as history would leave: finished
+    ``age`` ago, and on PostgreSQL each with the Outcome of its one Attempt."""
     now = timezone.now()
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -329,9 +343,15 @@ def fill_succeeded(options: Options, rows: int) -> None:
                 "due_at, created_at, terminal_at, terminal_cause, cancel_requested) "
                 "SELECT 'backwave.bench.history', %s, '{}', 'succeeded', 1, 10, "
                 "%s, %s, %s, '', false FROM generate_series(1, %s)",
-                [options.history_queue, now, now, now, rows],
+                [options.history_queue, now - age, now - age, now - age, rows],
             )
-            cursor.execute("ANALYZE backwave_django_job")
+            cursor.execute(
+                "INSERT INTO backwave_django_outcome (job_id, attempt, kind, state_after, worker, message, "
+                "detail, recorded_at) SELECT id, 1, 'succeeded', 'succeeded', 'bench', '', '', terminal_at "
+                "FROM backwave_django_job WHERE queue = %s",
+                [options.history_queue],
+            )
+            cursor.execute("ANALYZE backwave_django_job, backwave_django_outcome")
         return
     batch = [
         Job(
@@ -339,9 +359,9 @@ def fill_succeeded(options: Options, rows: int) -> None:
             queue=options.history_queue,
             state="succeeded",
             attempt=1,
-            due_at=now,
-            created_at=now,
-            terminal_at=now,
+            due_at=now - age,
+            created_at=now - age,
+            terminal_at=now - age,
         )
         for _ in range(10_000)
     ]
@@ -352,7 +372,9 @@ def fill_succeeded(options: Options, rows: int) -> None:
 
 
 def drop_history(options: Options) -> None:
-    Job.objects.filter(queue=options.history_queue).delete()
+    history = Job.objects.filter(queue=options.history_queue)
+    Outcome.objects.filter(job__in=history).delete()
+    history.delete()
 
 
 def run_worker(spec: dict[str, Any]) -> None:
@@ -363,7 +385,8 @@ def run_worker(spec: dict[str, Any]) -> None:
     from ..shell.node import Node
 
     jobs.register()
-    settings = conf.parse({"GROUPS": spec["GROUPS"], "DATABASE": spec["DATABASE"], "HINTS": True})
+    keys = ("GROUPS", "DATABASE", "RETENTION")
+    settings = conf.parse({**{key: spec[key] for key in keys}, "HINTS": True})
     statements = 0
     lock = threading.Lock()
 

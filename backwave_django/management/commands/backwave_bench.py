@@ -11,10 +11,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from ...bench import harness as bench
+from ...bench import purge as purge_bench
 from ...bench import schedules as schedule_bench
 from ..arguments import count, count_or_zero, seconds
 
-FIGURES = ("enqueue", "drain", "latency", "scale", "schedules")
+FIGURES = ("enqueue", "drain", "latency", "scale", "schedules", "purge")
 
 
 class Command(BaseCommand):
@@ -41,6 +42,12 @@ class Command(BaseCommand):
             type=count_or_zero,
             default=1_000_000,
             help="Succeeded rows for the claim-cost figure; 0 skips it (1000000).",
+        )
+        add(
+            "--purge-rows",
+            type=count,
+            default=1_000_000,
+            help="Finished rows the workers purge while draining, for the purge figure (1000000).",
         )
         add("--only", action="append", choices=FIGURES, help="Measure only these figures (repeatable).")
         add("--json", action="store_true", help="Print the results as JSON only.")
@@ -116,6 +123,14 @@ class Command(BaseCommand):
             say(
                 f"schedules (test pump, memory store): a year of an hourly schedule, "
                 f"{figure['jobs']:,} jobs, in {figure['seconds']:.2f} s (runs {figure['runs']})"
+            )
+        if "purge" in opts.figures:
+            figure = results.figures["purge"] = purge_bench.purge_while_draining(opts)
+            say(
+                f"purge by retention ({figure['rows']:,} finished jobs with outcomes): "
+                f"{figure['rows_per_s']:,.0f} rows/s ({figure['purge_seconds']:.1f} s); drain meanwhile "
+                f"{figure['drain_during_per_s']:,.0f} jobs/s (runs {figure['during_runs']}), after "
+                f"{figure['drain_after_per_s']:,.0f} jobs/s (runs {figure['after_runs']})"
             )
         if on_database:
             bench.reset(opts)
