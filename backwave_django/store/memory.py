@@ -178,10 +178,7 @@ class MemoryStore:
             self._fault("report", "before")
             moves = []
             for report in changes.first_per_job(reports).values():
-                lease = self._leases.get(report.job_id)
-                if lease is None or lease.owner != worker_id or lease.attempt != report.attempt:
-                    continue
-                if lease.expires_at <= now:
+                if not self._holds(self._leases.get(report.job_id), worker_id, report.attempt, now):
                     continue
                 flagged = self._jobs[report.job_id].cancel_requested
                 change = changes.for_report(
@@ -198,6 +195,16 @@ class MemoryStore:
         applied = {c.job_id for c in moves}
         return ReportResult(
             applied=frozenset(applied), stale=frozenset({r.job_id for r in reports} - applied)
+        )
+
+    @staticmethod
+    def _holds(lease: LeaseView | None, worker_id: str, attempt: int, now: datetime) -> bool:
+        """The fence (contract rule 3): ``worker_id`` holds Attempt ``attempt`` and its lease is live."""
+        return (
+            lease is not None
+            and lease.owner == worker_id
+            and lease.attempt == attempt
+            and lease.expires_at > now
         )
 
     def _apply(self, moves: Sequence[Change], now: datetime) -> None:
