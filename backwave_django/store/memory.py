@@ -408,10 +408,12 @@ class MemoryStore:
     ) -> None:
         host, pid = worker_id.split(":")[0], int(worker_id.split(":")[1])
         with self._lock:
+            self._fault("record_pump", "before")
             self._pumps[worker_id] = PumpView(
                 worker_id=worker_id, group=group, host=host, pid=pid, queues=tuple(queues), health=health,
                 detail=clean(detail, MAX_HEALTH_DETAIL_BYTES), started_at=started_at, last_beat_at=now,
             )  # fmt: skip
+            self._fault("record_pump", "after")
 
     def forget_pumps(self, *, silent_since: datetime) -> int:
         with self._lock:
