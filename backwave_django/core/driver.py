@@ -310,10 +310,12 @@ class NodeDriver:
         if running is None or running.job.attempt != deadline.attempt:
             return []  # it ended meanwhile
         if deadline.kind is Kind.TIMEOUT:
+            # The time limit holds even for a handler already asked to stop (by an operator): it is not
+            # asked again, but it is cut off when the grace ends all the same.
+            self.deadlines.add(now + TIMEOUT_GRACE, Kind.ABANDON, deadline.job_id, deadline.attempt)
             if running.stopping is not None:
                 return []
             running.stopping = Why.TIMEOUT
-            self.deadlines.add(now + TIMEOUT_GRACE, Kind.ABANDON, deadline.job_id, deadline.attempt)
             return [cmd.SignalCancellation(job_id=deadline.job_id)]
         # Kind.ABANDON: the handler ignored its timeout. Cut it off first, then fail its Attempt.
         del self.executing[deadline.job_id]
