@@ -77,6 +77,7 @@ class NodeDriver:
         self.expiring = False
         self.draining = False  # shutdown requested: claim nothing more
         self.cut_off = False  # shutdown: handlers still running have been given up
+        self.given_up = False  # shutdown: outcomes that cannot be written are dropped, not kept
         self.stopped = False
         self.halted = False
         self.store_faults = 0  # transient faults in a row
@@ -253,7 +254,9 @@ class NodeDriver:
         if event.failed:
             # Nothing was written. The leases still hold (heartbeats renew them), so the outcomes are
             # written again once the store is back; a stale one is then fenced off, never double-applied.
-            self.buffer[:0] = batch
+            # Past the final flush window they are dropped instead, as the buffer was: their leases lapse.
+            if not self.given_up:
+                self.buffer[:0] = batch
             return self._stop_if_idle()
         commands = self._store_recovered()
         if self.draining:
@@ -304,6 +307,7 @@ class NodeDriver:
         if deadline.kind is Kind.CUT_OFF:
             return self._give_up_all(now)
         if deadline.kind is Kind.GIVE_UP:
+            self.given_up = True
             self.buffer.clear()  # their leases lapse; the sweep counts those Attempts
             return self._stop_if_idle()
         running = self.executing.get(deadline.job_id)
