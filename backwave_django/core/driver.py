@@ -76,6 +76,7 @@ class NodeDriver:
         self.last_maintenance: datetime | None = None
         self.expiring = False
         self.draining = False  # shutdown requested: claim nothing more
+        self.grace_over = False  # shutdown: every handler running has been asked to stop; start no more
         self.cut_off = False  # shutdown: handlers still running have been given up
         self.given_up = False  # shutdown: outcomes that cannot be written are dropped, not kept
         self.stopped = False
@@ -186,7 +187,7 @@ class NodeDriver:
             raise AssertionError("a ClaimCompleted arrived with no claim in flight")
         reserved = self.reservations.popleft()
         commands = [] if event.failed else self._store_recovered()
-        if self.cut_off:  # landed after shutdown gave up on handlers: give these straight back, unrun
+        if self.grace_over:  # landed after every handler was asked to stop: give these straight back, unrun
             for job in event.jobs:
                 self._buffer(job, OutcomeKind.RELEASED, "")
             return commands + self._flush() + self._stop_if_idle()
@@ -414,6 +415,7 @@ class NodeDriver:
 
     def _ask_all_to_stop(self, now: datetime) -> list[cmd.Command]:
         """The grace is over: every handler still running is asked to stop, and gets STOP_WINDOW to do it."""
+        self.grace_over = True
         commands: list[cmd.Command] = []
         for job_id, running in self.executing.items():
             if running.stopping is None:
