@@ -19,7 +19,7 @@ from ..core.driver import FINAL_FLUSH_WINDOW, STOP_WINDOW, NodeDriver
 from ..core.states import State
 from ..store.contract import NewJob
 from ..store.memory import MemoryStore, TransientFault
-from .connection import Connection
+from .connection import LATE_COMMIT_MAX, Connection
 from .invariants import Checker, Violation
 from .plan import FaultPlan, Params
 from .pump import SimPump
@@ -91,6 +91,8 @@ class Cluster:
         for node in self.nodes:
             node.heal()
         self.operator.drain()
+        # A write sent before the faults stopped may still commit late (a pause, say): resume again after.
+        self.timeline.after(us(LATE_COMMIT_MAX) + 1, self.operator.drain)
 
     # -- wake-up hints ------------------------------------------------------------------------------
 

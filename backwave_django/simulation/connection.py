@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from .cluster import Cluster
 
 CONNECT_TIMEOUT = us(1.0)
+#: The longest a late commit lands after its caller saw the error (seconds).
+LATE_COMMIT_MAX = 6.0
 #: How much more (or less) often a call of this operation faults than the kind's rate says: the writes that
 #: end Attempts are where the fence matters, and an idle Pump's many empty claims would drown them.
 WEIGHTS = {"report": 8.0, "claim": 0.5}
@@ -113,4 +115,4 @@ class Connection:
 
 
 def _late(rng: random.Random) -> Params:
-    return {"delay": round(rng.uniform(0.05, 6.0), 3)}
+    return {"delay": round(rng.uniform(0.05, LATE_COMMIT_MAX), 3)}

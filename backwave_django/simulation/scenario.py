@@ -3,7 +3,8 @@
 Everything here is drawn from the seed's ``scenario`` stream alone, before the run starts, so a fault plan
 (drawn from other streams) never changes the shape of the cluster or the jobs it gets. Each fault axis is
 on in about half the seeds, at an intensity drawn from a band that keeps the run recoverable: some seeds are
-calm, some are stormy, and every shape between is reached over a few hundred seeds ("swarm testing").
+calm, some are stormy, and every shape between is reached over a few hundred seeds ("swarm testing"); and
+one seed in ten is a storm, every axis on at the top of its band.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ FAULT_BANDS: dict[str, tuple[float, float]] = {
     "handler-hang": (0.01, 0.08),  # it ignores its timeout and cancellation, for minutes
     "operator": (1.0, 1.0),  # per slot: pause, resume, set or clear a limit, cancel, requeue
 }
+#: The share of seeds in which every fault axis is on at the top of its band.
+STORM_SHARE = 0.1
 AXES = {
     "nodes": ("crash", "shutdown", "partition", "stall", "skew"),
     "hints": ("hint-lost", "hint-dup", "hint-late"),
@@ -120,7 +123,7 @@ def draw(seed: int) -> Scenario:
         retry=RetryPolicy(max_attempts=3, backoff_base=2.0, backoff_cap=float(rng.randint(4, 20))),
         workload=workload,
         drain_bound=1800.0,
-        rates=_rates(rng),
+        rates=_rates(rng, storm=stream(seed, "storm").random() < STORM_SHARE),
         operator_slots=rng.randint(2, 8),
     )
 
@@ -181,11 +184,13 @@ def _job(rng: random.Random, key: int, queues: tuple[str, ...], at: float) -> Jo
     )
 
 
-def _rates(rng: random.Random) -> dict[str, float]:
+def _rates(rng: random.Random, storm: bool) -> dict[str, float]:
+    """Each axis on in about half the seeds, at an intensity within its band; in a storm, every kind at the
+    top of its band (drawn all the same, so that a storm changes nothing else of the scenario)."""
     rates = {}
     for kinds in AXES.values():
         on = rng.random() < 0.5
         for kind in kinds:
             low, high = FAULT_BANDS[kind]
             rates[kind] = rng.uniform(low, high) if on and rng.random() < 0.8 else 0.0
-    return rates
+    return {kind: FAULT_BANDS[kind][1] for kind in rates} if storm else rates

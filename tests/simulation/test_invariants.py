@@ -254,7 +254,7 @@ class ClaimsNothing(MemoryStore):
 SHELL_SIDE: dict[str, tuple[int, Plant]] = {
     "PumpPoolBound": (2, Plant(name="greedy", description="", driver_class=Greedy)),
     "TimeLimitHolds": (2, Plant(name="no time limit", description="", driver_class=NeverAbandons)),
-    "NothingStartsAfterGrace": (222, Plant(name="late start", description="", driver_class=StartsAfterGrace)),
+    "NothingStartsAfterGrace": (169, Plant(name="late start", description="", driver_class=StartsAfterGrace)),
     "ShutdownBounded": (15, Plant(name="no stop", description="", driver_class=NeverStops)),
     "StatusFinal": (3, Plant(name="status after stop", description="", driver_class=StatusAfterStop)),
     "PumpLoopSound": (0, Plant(name="raises", description="", driver_class=RaisesWhenIdle)),

@@ -13,10 +13,10 @@ from backwave_django.simulation.plants import PLANTS, hunt
 from backwave_django.simulation.run import run
 
 SEEDS = {
-    "fence-ignores-attempt": (42, "OutcomeFromLeaseHolder"),
+    "fence-ignores-attempt": (17, "OutcomeFromLeaseHolder"),
     "claim-forgets-reservations": (226, "PumpPoolBound"),
     "sweep-ignores-max-attempts": (10, "AttemptCeiling"),
-    "release-charges-attempt": (83, "AttemptAccounting"),
+    "release-charges-attempt": (61, "AttemptAccounting"),
     "paused-queue-claimed": (3, "PausedQueueNotClaimed"),
 }
 BY_NAME = {plant.name: plant for plant in PLANTS}
