@@ -114,6 +114,8 @@ class NodeDriver:
         if self.stopped or self.halted:
             return []
         commands = self._fire_deadlines(event.now)
+        if self.stopped:  # a deadline ended the drain: this event comes after the Stop; nothing may follow it
+            return commands
         commands += self._dispatch(event)
         return commands + self._wake()
 
