@@ -26,6 +26,7 @@ from .readonly import ReadOnlyAdmin
 Check = Callable[[str], str | None]
 
 MAX_OBJECT_ID_LENGTH = 255  # the longest text primary key among the models (PumpStatus.worker_id)
+MAX_SEARCH_LENGTH = 255  # the longest text column a search box looks in (worker ids, hosts)
 
 
 class GuardedAdmin(ReadOnlyAdmin):
@@ -50,6 +51,15 @@ class GuardedAdmin(ReadOnlyAdmin):
             tell_once(request, f"The filter {lookup} was not applied: {problem}.")
             raise IncorrectLookupParameters(problem)  # the changelist redirects to itself, unfiltered
         return True
+
+    def get_search_results(self, request: HttpRequest, queryset: Any, search_term: str) -> tuple[Any, bool]:
+        """A search term its columns cannot hold (a NUL, too long) finds nothing, with a message."""
+        term = search_term.strip()
+        problem = text_problem(term, what="the search", max_length=MAX_SEARCH_LENGTH) if term else None
+        if problem:
+            tell_once(request, f"Nothing matches: {problem}.")
+            return queryset.none(), False
+        return super().get_search_results(request, queryset, search_term)
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
         problem = self.object_id_problem(object_id)

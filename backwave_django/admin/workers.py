@@ -15,9 +15,8 @@ from django.utils import timezone
 
 from ..models import Lease, PumpStatus
 from .guards import Check, GuardedAdmin
-from .inputs import choice_problem, tell_once, text_problem
+from .inputs import choice_problem, text_problem
 
-MAX_SEARCH_LENGTH = 255  # worker ids and hosts are at most 255 characters
 MAX_GROUP_LENGTH = 128  # PumpStatus.group
 
 #: The two filters' parameters, each with its value's check.
@@ -53,16 +52,6 @@ class PumpStatusAdmin(GuardedAdmin):
         in_flight = Subquery(leases.annotate(n=Count("*")).values("n"), output_field=IntegerField())
         queryset: QuerySet[PumpStatus] = super().get_queryset(request)
         return queryset.annotate(in_flight_count=Coalesce(in_flight, 0))
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[PumpStatus], search_term: str
-    ) -> tuple[QuerySet[PumpStatus], bool]:
-        term = search_term.strip()
-        problem = text_problem(term, what="the search", max_length=MAX_SEARCH_LENGTH) if term else None
-        if problem:
-            tell_once(request, f"Nothing matches: {problem}.")
-            return queryset.none(), False
-        return super().get_search_results(request, queryset, search_term)
 
     @admin.display(description="reason")
     def reason(self, pump: PumpStatus) -> str:

@@ -222,9 +222,13 @@ class NodeDriver:
             for job in event.jobs:
                 self._buffer(job, OutcomeKind.RELEASED, "")
             return commands + self._flush() + self._stop_if_idle()
+        if len({job.id for job in event.jobs}) < len(event.jobs):
+            raise AssertionError(f"a claim returned the same job twice: {[job.id for job in event.jobs]}")
         for job in event.jobs:
-            if job.id in self.executing:
-                raise AssertionError(f"job {job.id} was claimed while this pump already runs it")
+            if self.executing.pop(job.id, None) is not None:
+                # This pump lost the job's lease while it ran it (heartbeats failed until the lease lapsed
+                # and was swept), and has claimed it again: the old run is given up, the new one starts.
+                commands.append(cmd.AbandonExecution(job_id=job.id))
             timeout = job.timeout or self.config.timeout
             self.executing[job.id] = _Running(job, timeout)
             if timeout is not None:

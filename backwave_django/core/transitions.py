@@ -87,11 +87,12 @@ LEASE_ENDINGS: dict[tuple[OutcomeKind, bool, bool], Rule] = {
     ),
     (_K.EXPIRED, True, True): Rule(State.CANCELLED, f"{OPERATOR_CANCEL} (its lease expired)"),
     (_K.EXPIRED, False, True): Rule(State.CANCELLED, f"{OPERATOR_CANCEL} (its lease expired)"),
-    # Given back at shutdown by a handler that stopped: the Attempt does not count.
+    # Given back at shutdown by a handler that stopped: the Attempt does not count, even when the job is
+    # cancelled instead of run again.
     (_K.RELEASED, True, False): Rule(State.SCHEDULED, "released at shutdown", attempt_delta=-1, due=Due.NOW),
     (_K.RELEASED, False, False): Rule(State.SCHEDULED, "released at shutdown", attempt_delta=-1, due=Due.NOW),
-    (_K.RELEASED, True, True): _CANCELLED,
-    (_K.RELEASED, False, True): _CANCELLED,
+    (_K.RELEASED, True, True): Rule(State.CANCELLED, OPERATOR_CANCEL, attempt_delta=-1),
+    (_K.RELEASED, False, True): Rule(State.CANCELLED, OPERATOR_CANCEL, attempt_delta=-1),
 }
 
 

@@ -9,7 +9,9 @@ It has no transactions to join: ``supports_transactional_enqueue`` is False. ``f
 as ``faults(operation, "before")`` before an operation changes anything and ``faults(operation, "after")``
 once it has: raising :class:`TransientFault` there models a database that failed before the commit, or
 committed and then lost the reply. ``hints``, when given, is called with the queues of jobs that an enqueue
-made due at once.
+made due at once. ``observe``, when given, is called with a :class:`JobChange` for every change the store
+makes to a job (created, claimed, its Attempt ended, cancelled, requeued), under the lock and in the order
+they happen: the simulator checks its invariants there, on exactly what each step touched.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import bisect
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -55,6 +57,25 @@ class TransientFault(ConnectionError):
     """A fault injected into the memory store that a later retry cures (what a lost connection is)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobChange:
+    """One change to one job, as the store made it: what ``observe`` is given.
+
+    ``operation`` is the store method (enqueue, claim, report, expire, cancel, requeue, mint, trigger,
+    purge); ``before`` is None when the job was created, ``after`` None when it was purged. The leases are
+    the job's before and after the change, and ``outcome`` the Outcome recorded with it (when an Attempt
+    ended).
+    """
+
+    operation: str
+    now: datetime
+    before: JobView | None
+    after: JobView | None
+    lease_before: LeaseView | None = None
+    lease_after: LeaseView | None = None
+    outcome: OutcomeView | None = None
+
+
 class MemoryStore(MemorySchedulingMixin):
     """The Storage Contract in memory."""
 
@@ -66,10 +87,12 @@ class MemoryStore(MemorySchedulingMixin):
         name: str = "memory",
         faults: Callable[[str, str], None] | None = None,
         hints: Callable[[Sequence[str]], None] | None = None,
+        observe: Callable[[JobChange], None] | None = None,
     ) -> None:
         self.using = name
         self.faults = faults
         self.hints = hints
+        self.observe = observe
         self._lock = threading.RLock()
         self._jobs: dict[int, JobView] = {}
         self._leases: dict[int, LeaseView] = {}
@@ -117,6 +140,24 @@ class MemoryStore(MemorySchedulingMixin):
         if self.faults is not None:
             self.faults(operation, when)
 
+    def _observed(
+        self,
+        operation: str,
+        now: datetime,
+        before: JobView | None,
+        after: JobView | None,
+        lease_before: LeaseView | None = None,
+        lease_after: LeaseView | None = None,
+        outcome: OutcomeView | None = None,
+    ) -> None:
+        """Hand ``observe`` one change to one job, when there is an observer."""
+        if self.observe is not None:
+            change = JobChange(
+                operation=operation, now=now, before=before, after=after, lease_before=lease_before,
+                lease_after=lease_after, outcome=outcome,
+            )  # fmt: skip
+            self.observe(change)
+
     def is_transient_fault(self, exc: BaseException) -> bool:
         return isinstance(exc, TransientFault)
 
@@ -143,6 +184,7 @@ class MemoryStore(MemorySchedulingMixin):
                     timeout=new.timeout,
                 ))  # fmt: skip
                 ids.append(EnqueuedJob(id=job_id))
+                self._observed("enqueue", now, None, self._jobs[job_id])
             due = sorted({new.queue for new in jobs if new.due_at <= now})
             self._fault("enqueue", "after")
         if due and self.hints is not None:
@@ -187,12 +229,13 @@ class MemoryStore(MemorySchedulingMixin):
 
     def _lease(self, job: JobView, worker_id: str, now: datetime, duration: timedelta) -> ClaimedJob:
         changes.check_claim(job.state)
-        job = replace(job, state=State.LEASED, attempt=job.attempt + 1)
+        before, job = job, replace(job, state=State.LEASED, attempt=job.attempt + 1)
         self._put(job)
-        self._leases[job.id] = LeaseView(
+        lease = self._leases[job.id] = LeaseView(
             job_id=job.id, queue=job.queue, owner=worker_id, attempt=job.attempt, claimed_at=now,
             expires_at=now + duration,
         )  # fmt: skip
+        self._observed("claim", now, before, job, lease_after=lease)
         return ClaimedJob(
             id=job.id, wire_name=job.wire_name, queue=job.queue, payload=job.payload, attempt=job.attempt,
             max_attempts=job.max_attempts, due_at=job.due_at, timeout=job.timeout,
@@ -215,10 +258,7 @@ class MemoryStore(MemorySchedulingMixin):
             self._fault("report", "before")
             moves = []
             for report in changes.first_per_attempt(reports).values():
-                lease = self._leases.get(report.job_id)
-                if lease is None or lease.owner != worker_id or lease.attempt != report.attempt:
-                    continue
-                if lease.expires_at <= now:
+                if not self._holds(self._leases.get(report.job_id), worker_id, report.attempt, now):
                     continue
                 flagged = self._jobs[report.job_id].cancel_requested
                 change = changes.for_report(
@@ -230,20 +270,31 @@ class MemoryStore(MemorySchedulingMixin):
                     detail=details.get(report.job_id),
                 )
                 moves.append(change)
-            self._apply(moves, now)
+            self._apply(moves, now, "report")
             self._fault("report", "after")
         applied = {c.job_id for c in moves}
         return ReportResult(
             applied=frozenset(applied), stale=frozenset({r.job_id for r in reports} - applied)
         )
 
-    def _apply(self, moves: Sequence[Change], now: datetime) -> None:
+    @staticmethod
+    def _holds(lease: LeaseView | None, worker_id: str, attempt: int, now: datetime) -> bool:
+        """The fence (contract rule 3): ``worker_id`` holds Attempt ``attempt`` and its lease is live."""
+        return (
+            lease is not None
+            and lease.owner == worker_id
+            and lease.attempt == attempt
+            and lease.expires_at > now
+        )
+
+    def _apply(self, moves: Sequence[Change], now: datetime, operation: str) -> None:
         for change in moves:
             if self._jobs[change.job_id].state is not State.LEASED:
                 raise StoreError(f"leased job {change.job_id} lost its state under a held lease")
         for change in moves:
-            job, move = self._jobs[change.job_id], change.move
-            self._leases.pop(change.job_id, None)
+            before = job = self._jobs[change.job_id]
+            move = change.move
+            lease = self._leases.pop(change.job_id, None)
             attempt = job.attempt + move.attempt_delta
             if move.is_terminal:
                 job = replace(
@@ -255,18 +306,18 @@ class MemoryStore(MemorySchedulingMixin):
             else:
                 job = replace(job, state=move.state, attempt=attempt)
             self._put(job)
-            self._outcomes.setdefault(job.id, []).append(
-                OutcomeView(
-                    job_id=job.id,
-                    attempt=change.attempt,
-                    worker=change.worker,
-                    kind=change.kind,
-                    state_after=move.state,
-                    message=change.message,
-                    detail=change.detail,
-                    recorded_at=now,
-                )
+            outcome = OutcomeView(
+                job_id=job.id,
+                attempt=change.attempt,
+                worker=change.worker,
+                kind=change.kind,
+                state_after=move.state,
+                message=change.message,
+                detail=change.detail,
+                recorded_at=now,
             )
+            self._outcomes.setdefault(job.id, []).append(outcome)
+            self._observed(operation, now, before, job, lease_before=lease, outcome=outcome)
 
     def heartbeat(
         self, *, worker_id: str, job_ids: Sequence[int], lease_duration: timedelta, now: datetime
@@ -313,7 +364,7 @@ class MemoryStore(MemorySchedulingMixin):
                 )
                 for lease in lapsed
             ]
-            self._apply(moves, now)
+            self._apply(moves, now, "expire")
             self._fault("expire", "after")
         return len(moves)
 
@@ -334,12 +385,15 @@ class MemoryStore(MemorySchedulingMixin):
             if job is None or effect is transitions.CancelEffect.REFUSE:
                 return CancelResult.NOT_CANCELLABLE
             if effect is transitions.CancelEffect.REQUEST:
-                self._put(replace(job, cancel_requested=True))
+                after = replace(job, cancel_requested=True)
                 result = CancelResult.REQUESTED
             else:
                 cause = clean(transitions.cancel_cause(actor))
-                self._put(replace(job, state=State.CANCELLED, terminal_at=now, terminal_cause=cause))
+                after = replace(job, state=State.CANCELLED, terminal_at=now, terminal_cause=cause)
                 result = CancelResult.CANCELLED
+            self._put(after)
+            lease = self._leases.get(job_id)
+            self._observed("cancel", now, job, after, lease_before=lease, lease_after=lease)
             self._record(actor, AuditAction.CANCEL, job_id, now, detail=result.value)
             self._fault("cancel", "after")
         return result
@@ -350,10 +404,12 @@ class MemoryStore(MemorySchedulingMixin):
             job = self._jobs.get(job_id)
             if job is None or not changes.can_requeue(job.state):
                 return RequeueResult.NOT_REQUEUEABLE
-            self._put(replace(
+            after = replace(
                 job, state=State.SCHEDULED, attempt=0, due_at=now, terminal_at=None, terminal_cause="",
                 cancel_requested=False,
-            ))  # fmt: skip
+            )  # fmt: skip
+            self._put(after)
+            self._observed("requeue", now, job, after)
             self._record(actor, AuditAction.REQUEUE, job_id, now)
             self._fault("requeue", "after")
         return RequeueResult.REQUEUED
@@ -394,10 +450,12 @@ class MemoryStore(MemorySchedulingMixin):
     ) -> None:
         host, pid = worker_id.split(":")[0], int(worker_id.split(":")[1])
         with self._lock:
+            self._fault("record_pump", "before")
             self._pumps[worker_id] = PumpView(
                 worker_id=worker_id, group=group, host=host, pid=pid, queues=tuple(queues), health=health,
                 detail=clean(detail, MAX_HEALTH_DETAIL_BYTES), started_at=started_at, last_beat_at=now,
             )  # fmt: skip
+            self._fault("record_pump", "after")
 
     def forget_pumps(self, *, silent_since: datetime) -> int:
         with self._lock:

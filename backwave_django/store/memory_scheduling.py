@@ -45,6 +45,10 @@ class MemorySchedulingMixin:
 
         def _drop(self, job_id: int) -> None: ...
 
+        def _observed(
+            self, operation: str, now: datetime, before: JobView | None, after: JobView | None
+        ) -> None: ...
+
         def _record(
             self, actor: str, action: str, target: object, now: datetime, detail: str = ""
         ) -> None: ...
@@ -129,12 +133,14 @@ class MemorySchedulingMixin:
             if (definition.name, tick) in self._ticks:
                 continue  # minted already, by anyone
             job_id, self._next_id = self._next_id, self._next_id + 1
-            self._put(JobView(
+            job = JobView(
                 id=job_id, wire_name=definition.wire_name, queue=definition.queue, payload=definition.payload,
                 state=State.SCHEDULED, attempt=0, max_attempts=definition.max_attempts, due_at=tick,
                 created_at=now, terminal_at=None, terminal_cause="", cancel_requested=False,
                 timeout=definition.timeout, schedule=definition.name, scheduled_for=tick,
-            ))  # fmt: skip
+            )  # fmt: skip
+            self._put(job)
+            self._observed("mint", now, None, job)
             inserted += 1
         if inserted and self.hints is not None:
             self.hints([definition.queue])
@@ -168,7 +174,7 @@ class MemorySchedulingMixin:
     def purge(self, rules: Sequence[PurgeRule], *, max_jobs: int, dry_run: bool = False) -> int:
         with self._lock:
             self._fault("purge", "before")
-            picked: list[int] = []
+            picked: dict[int, PurgeRule] = {}  # the jobs to delete, in order, and the rule that picked each
             for rule in rules:
                 for state in rule.states:
                     if not state.is_terminal:
@@ -183,9 +189,10 @@ class MemorySchedulingMixin:
                     and j.id not in picked
                 ]  # fmt: skip
                 due.sort(key=lambda j: (j.terminal_at, j.id))
-                picked += [j.id for j in due[: max_jobs - len(picked)]]
+                picked.update((j.id, rule) for j in due[: max_jobs - len(picked)])
             if not dry_run:
-                for job_id in picked:
+                for job_id, rule in picked.items():
+                    self._observed("purge", rule.before, self._jobs[job_id], None)  # now: the rule's cut-off
                     self._drop(job_id)
                 targets = {str(i) for i in picked}
                 actions = (AuditAction.CANCEL, AuditAction.REQUEUE)

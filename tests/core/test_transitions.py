@@ -92,7 +92,7 @@ def test_a_cancel_request_ends_every_ending_but_success_and_unroutable_in_cancel
 
 def test_only_a_release_gives_the_attempt_back():
     given_back = {key for key, rule in LEASE_ENDINGS.items() if rule.attempt_delta}
-    assert given_back == {(K.RELEASED, True, False), (K.RELEASED, False, False)}
+    assert given_back == {(K.RELEASED, retries, cancel) for retries in (True, False) for cancel in (True, False)}
     assert LEASE_ENDINGS[K.RELEASED, True, False].attempt_delta == -1
 
 
@@ -185,8 +185,8 @@ ENDINGS = [
     ),
     pytest.param(
         dict(kind=K.RELEASED, cancel_requested=True),
-        Move(state=S.CANCELLED, attempt_delta=0, due_at=None, cause=OPERATOR_CANCEL),
-        id="a release of a job an operator cancelled is cancelled",
+        Move(state=S.CANCELLED, attempt_delta=-1, due_at=None, cause=OPERATOR_CANCEL),
+        id="a release of a job an operator cancelled is cancelled, the Attempt given back",
     ),
 ]
 

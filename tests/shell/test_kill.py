@@ -37,7 +37,7 @@ def worker_env(more: dict[str, object] | None = None, **group: object) -> dict[s
                 "MAINTENANCE_INTERVAL": 0.2,
                 **group,
             }
-        }
+        },
     }
     return {
         **os.environ,

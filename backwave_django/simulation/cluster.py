@@ -1,0 +1,353 @@
+"""The simulated cluster: nodes of Pumps, a client that enqueues, an operator, the hint bus, and one store.
+
+A run has two phases. In the *workload* phase the client enqueues the scenario's jobs and every fault the
+plan decides is injected: nodes crash, shut down, lose the store or freeze; clocks skew; hints are lost,
+doubled or late; store calls fail before or after they commit; handlers fail, crawl or hang; the operator
+pauses, limits, cancels and requeues. Then the faults stop, what is broken heals (partitions end, clocks
+are corrected, stopped nodes come back, queues are resumed), and the *drain* phase must bring every job to a
+terminal state within the scenario's bound.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from ..core import events as ev
+from ..core.driver import FINAL_FLUSH_WINDOW, STOP_WINDOW, NodeDriver
+from ..core.states import State
+from ..store.contract import NewJob
+from ..store.memory import MemoryStore, TransientFault
+from .connection import LATE_COMMIT_MAX, Connection
+from .invariants import Checker, Violation
+from .plan import FaultPlan, Params
+from .pump import SimPump
+from .scenario import ROUTABLE, JobSpec, Scenario
+from .timeline import Timeline, us
+
+#: A run that needs more actions than this is stuck in a loop that virtual time does not advance.
+MAX_ACTIONS = 2_000_000
+OPERATOR_ACTIONS = ("pause", "resume", "limit", "unlimit", "cancel", "requeue")
+RETRY_ENQUEUE = us(1.0)
+
+
+class Cluster:
+    def __init__(
+        self,
+        scenario: Scenario,
+        plan: FaultPlan,
+        *,
+        store_class: type[MemoryStore] = MemoryStore,
+        driver_class: type[NodeDriver] = NodeDriver,
+        tracing: bool = False,
+    ) -> None:
+        self.scenario, self.plan, self.driver_class = scenario, plan, driver_class
+        self.timeline = Timeline()
+        self.checker = Checker(lambda: self.timeline.now)
+        self.checker.routable = lambda wire_name: wire_name == ROUTABLE
+        self.armed = (False, False)  # the store faults of the call being made: (before, after)
+        self.store = store_class(faults=self._store_fault, hints=self._hint, observe=self.checker.on_change)
+        self.tracing = tracing
+        self.lines: list[str] = []
+        self.steps = 0
+        self.draining = False
+        self.nodes = [Node(self, i) for i in range(scenario.nodes)]
+        self.client = Client(self)
+        self.operator = Operator(self)
+
+    def note(self, who: str, text: str) -> None:
+        if self.tracing:
+            self.lines.append(f"{self.timeline.now / 1e6:12.6f} {who:<10} {text}")
+
+    def _store_fault(self, operation: str, when: str) -> None:
+        if self.armed[when == "after"]:
+            raise TransientFault(f"injected fault {when} {operation}")
+
+    def run(self) -> None:
+        """Run the scenario to the end of its drain; raises :class:`Violation` at the first one."""
+        scenario, timeline = self.scenario, self.timeline
+        self.operator.setup()
+        for node in self.nodes:
+            node.schedule_faults()
+            node.start()
+        self.client.schedule()
+        self.operator.schedule()
+        timeline.at(us(scenario.workload), self._drain)
+        deadline = us(scenario.workload + scenario.drain_bound)
+        while timeline.run_next():
+            if timeline.actions > MAX_ACTIONS:
+                self.checker.fail("NoLivelock", f"{MAX_ACTIONS} actions and the run is still going")
+            if self.draining and self.client.pending == 0 and self.checker.live == 0:
+                break
+            if timeline.now > deadline:
+                break
+        self.checker.audit(self.store.all_jobs(), drained=True)
+
+    def _drain(self) -> None:
+        self.note("cluster", "the workload ends: faults stop and heal, the drain begins")
+        self.draining = True
+        self.plan.active = False
+        for node in self.nodes:
+            node.heal()
+        self.operator.drain()
+        # A write sent before the faults stopped may still commit late (a pause, say): resume again after.
+        self.timeline.after(us(LATE_COMMIT_MAX) + 1, self.operator.drain)
+
+    # -- wake-up hints ------------------------------------------------------------------------------
+
+    def _hint(self, queues: Sequence[str]) -> None:
+        """The store made jobs due in ``queues``: each Pump serving one hears of it, or not, late, twice."""
+        plan, wanted = self.plan, set(queues)
+        for node in self.nodes:
+            for pump in node.pumps:
+                if not pump.alive or not wanted.intersection(pump.spec.queues):
+                    continue
+                lost = plan.flag("hint-lost", pump.site)
+                late = plan.decide(
+                    "hint-late", pump.site, lambda r: {"delay": round(r.uniform(0.25, 5.0), 3)}
+                )
+                dup = plan.decide("hint-dup", pump.site, lambda r: {"gap": round(r.uniform(0.0, 2.0), 3)})
+                if lost:
+                    self.note(pump.site, "FAULT hint-lost")
+                    continue
+                delay = us(float(late["delay"])) if late else 1000
+                self.timeline.after(delay, pump.request_poll)
+                if dup is not None:
+                    self.timeline.after(delay + us(float(dup["gap"])), pump.request_poll)
+
+
+class Node:
+    """One worker process: a Pump per group and per ``pumps``, restarted with new worker ids."""
+
+    def __init__(self, sim: Cluster, index: int) -> None:
+        self.sim, self.index = sim, index
+        self.site = f"node{index}"
+        self.skew = 0  # microseconds its clock runs ahead
+        self.generation = 0
+        self.pumps: list[SimPump] = []
+        self.up = False
+        self.stopping = False
+        self.disturbed = False  # something the Driver cannot help happened during a shutdown
+        self.partitioned_until = 0
+        self.stalled_until = 0
+
+    def wall(self, at: int | None = None) -> datetime:
+        return self.sim.timeline.wall(self.skew, at)
+
+    def schedule_faults(self) -> None:
+        """Decide this node's faults for the workload phase, always in the same order."""
+        plan, site, workload = self.sim.plan, self.site, self.sim.scenario.workload
+        lease = min(g.lease for g in self.sim.scenario.groups)
+        skew = plan.decide("skew", site, lambda r: {"seconds": round(r.uniform(-lease / 2, lease / 2), 3)})
+        self.skew = us(float(skew["seconds"])) if skew else 0
+
+        def at(rng: random.Random, **more: float) -> Params:
+            return {"at": round(rng.uniform(0.0, workload), 3), **{k: round(v, 3) for k, v in more.items()}}
+
+        for _ in range(2):
+            self._at(plan.decide("crash", site, lambda r: at(r, down=r.uniform(1, 30))), self._crash)
+        grace = (0.0, 0.5, 2.0, 5.0, 15.0)
+        shutdown = plan.decide(
+            "shutdown", site, lambda r: at(r, grace=r.choice(grace), restart=r.uniform(1, 20))
+        )
+        self._at(shutdown, self._shutdown)
+        for _ in range(2):
+            self._at(
+                plan.decide("partition", site, lambda r: at(r, length=r.uniform(1, 60))), self._partition
+            )
+        for _ in range(2):
+            self._at(plan.decide("stall", site, lambda r: at(r, length=r.uniform(0.5, 45))), self._stall)
+
+    def _at(self, params: Params | None, action: Callable[[Params], None]) -> None:
+        if params is not None:
+            self.sim.timeline.at(us(float(params["at"])), action, params)
+
+    # -- life and death ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.generation += 1
+        self.up, self.stopping = True, False
+        self.pumps = [SimPump(self.sim, self, g, i) for g in self.sim.scenario.groups for i in range(g.pumps)]
+        for pump in self.pumps:
+            pump.open()
+
+    def _restart(self) -> None:
+        if not self.up:
+            self.start()
+
+    def _crash(self, params: Params) -> None:
+        if not self.up:
+            return
+        self.sim.note(self.site, f"FAULT crash: the process dies, back in {params['down']}s")
+        self._kill()
+        self.sim.timeline.after(us(float(params["down"])), self._restart)
+
+    def _kill(self) -> None:
+        for pump in self.pumps:
+            pump.kill()
+        self.up = False
+
+    def _shutdown(self, params: Params) -> None:
+        if not self.up or self.stopping:
+            return
+        grace = float(params["grace"])
+        self.sim.note(self.site, f"FAULT shutdown with a grace of {grace}s")
+        self.stopping, self.disturbed = True, self.stalled_until > self.sim.timeline.now
+        for pump in self.pumps:
+            pump.post(ev.ShutdownRequested(now=self.wall(), grace=timedelta(seconds=grace)))
+        windows = (STOP_WINDOW + FINAL_FLUSH_WINDOW).total_seconds()
+        hard_stop = us(grace + windows + 5.0)  # shell.node.Node.stop gives up waiting then
+        self.sim.timeline.after(hard_stop, self._stopped, self.generation, float(params["restart"]))
+
+    def _stopped(self, generation: int, restart: float) -> None:
+        if generation != self.generation or not self.stopping:
+            return
+        running = [p.worker_id for p in self.pumps if p.alive]
+        if running and not self.disturbed:
+            self.sim.checker.fail(
+                "ShutdownBounded", f"{running} still running when {self.site}'s shutdown ended"
+            )
+        self._kill()
+        self.sim.timeline.after(us(restart), self._restart)
+
+    def pump_ended(self) -> None:
+        if self.stopping and not any(p.alive for p in self.pumps):
+            self.up = False  # backwave_pump returns: the process exits; it comes back at its restart
+
+    def _partition(self, params: Params) -> None:
+        until = self.sim.timeline.now + us(float(params["length"]))
+        self.sim.note(self.site, f"FAULT partition for {params['length']}s")
+        self._cut_off_until(max(self.partitioned_until, until))
+
+    def _cut_off_until(self, until: int) -> None:
+        self.partitioned_until = until
+        for pump in self.pumps:
+            pump.conn.partitioned_until = until
+
+    def _stall(self, params: Params) -> None:
+        self.sim.note(self.site, f"FAULT stall: the loops freeze for {params['length']}s")
+        self.stalled_until = max(self.stalled_until, self.sim.timeline.now + us(float(params["length"])))
+        self.disturbed = True  # a frozen loop cannot keep a shutdown's deadlines
+
+    def heal(self) -> None:
+        """The workload is over: the network and clock come back, and a halted process is restarted."""
+        now = self.sim.timeline.now
+        self._cut_off_until(min(self.partitioned_until, now))
+        self.stalled_until = min(self.stalled_until, now)
+        self.disturbed = self.disturbed or self.skew != 0  # a clock set back delays the Driver's deadlines
+        self.skew = 0
+        for pump in self.pumps:
+            pump.kick()
+        if self.up and not self.stopping and not all(p.alive for p in self.pumps):
+            self.sim.note(self.site, "restarted: a halted pump needs a new process")
+            self._kill()
+            self.start()
+
+
+class Client:
+    """The application: enqueues each job of the scenario at its time, retrying until it is acknowledged."""
+
+    def __init__(self, sim: Cluster) -> None:
+        self.sim = sim
+        self.conn = Connection(sim, "client")
+        self.pending = 0
+
+    def schedule(self) -> None:
+        for spec in self.sim.scenario.jobs:
+            self.pending += 1
+            self.sim.timeline.at(us(spec.at), self._enqueue, spec)
+
+    def _enqueue(self, spec: JobSpec) -> None:
+        now = self.sim.timeline.wall()
+        new = NewJob(
+            wire_name=spec.wire_name, payload=str(spec.key), queue=spec.queue,
+            due_at=now + timedelta(seconds=spec.delay), max_attempts=spec.max_attempts,
+            timeout=None if spec.timeout is None else timedelta(seconds=spec.timeout),
+        )  # fmt: skip
+        try:
+            ids = self.conn.call(self.sim.store.enqueue, jobs=[new], now=now, max_payload_bytes=65536)
+        except Violation:
+            raise
+        except Exception:  # at-least-once: try again (a write that committed makes a second job)
+            self.sim.timeline.after(RETRY_ENQUEUE, self._enqueue, spec)
+            return
+        self.sim.checker.accepted(e.id for e in ids)
+        self.sim.note("client", f"enqueued key {spec.key} as job {ids[0].id} in {spec.queue}")
+        self.pending -= 1
+
+
+class Operator:
+    """Someone at the admin: queue settings from the start, then actions at random moments."""
+
+    def __init__(self, sim: Cluster) -> None:
+        self.sim = sim
+        self.conn = Connection(sim, "operator", committed=self._refresh)
+
+    def _refresh(self) -> None:
+        self.sim.checker.queues_changed(self.sim.store.list_queues())
+
+    def setup(self) -> None:
+        store, now = self.sim.store, self.sim.timeline.wall()
+        for queue, limit in sorted(self.sim.scenario.limits.items()):
+            store.set_concurrency_limit(queue, limit, actor="setup", now=now)
+        for queue in self.sim.scenario.paused:
+            store.pause_queue(queue, actor="setup", now=now)
+        self._refresh()
+
+    def schedule(self) -> None:
+        workload = self.sim.scenario.workload
+        for _ in range(self.sim.scenario.operator_slots):
+            params = self.sim.plan.decide(
+                "operator",
+                "cluster",
+                lambda r: {
+                    "at": round(r.uniform(0.0, workload), 3), "action": r.choice(OPERATOR_ACTIONS),
+                    "queue": r.randrange(4), "limit": r.randint(0, 3), "pick": round(r.random(), 6),
+                },
+            )  # fmt: skip
+            if params is not None:
+                self.sim.timeline.at(us(float(params["at"])), self._act, params)
+
+    def _act(self, params: Params) -> None:
+        sim, store, now = self.sim, self.sim.store, self.sim.timeline.wall()
+        queues = sim.scenario.queues
+        queue, action = queues[int(params["queue"]) % len(queues)], str(params["action"])
+        sim.note("operator", f"{action} {queue if action in OPERATOR_ACTIONS[:4] else ''}")
+        call = self.conn.call
+        try:
+            if action == "pause":
+                call(store.pause_queue, queue=queue, actor="operator", now=now)
+            elif action == "resume":
+                call(store.resume_queue, queue=queue, actor="operator", now=now)
+            elif action in ("limit", "unlimit"):
+                limit = int(params["limit"]) if action == "limit" else None
+                call(store.set_concurrency_limit, queue=queue, limit=limit, actor="operator", now=now)
+            elif (job_id := self._pick(action, float(params["pick"]))) is not None:
+                call(
+                    store.cancel if action == "cancel" else store.requeue,
+                    job_id=job_id,
+                    actor="operator",
+                    now=now,
+                )
+        except Violation:
+            raise
+        except Exception:  # the operator sees an error; it may or may not have committed
+            pass
+
+    def _pick(self, action: str, pick: float) -> int | None:
+        jobs = self.sim.checker.jobs
+        ended = (State.DEAD_LETTERED, State.QUARANTINED)
+        candidates = sorted(i for i, j in jobs.items() if action == "cancel" or j.state in ended)
+        candidates = candidates or sorted(jobs)
+        return candidates[int(pick * len(candidates))] if candidates else None
+
+    def drain(self) -> None:
+        """Before the drain: every queue resumed, and no limit of zero left."""
+        store, now = self.sim.store, self.sim.timeline.wall()
+        for view in store.list_queues():
+            if view.paused:
+                store.resume_queue(view.queue, actor="drain", now=now)
+            if view.concurrency_limit == 0:
+                store.set_concurrency_limit(view.queue, None, actor="drain", now=now)
+        self._refresh()

@@ -1,0 +1,290 @@
+"""The invariants, by name, and the checker that holds a run to them after every step.
+
+The checker watches the store through its ``observe`` hook, so each check looks only at the job a change
+touched (and the few counters it keeps), never at the whole store: checking stays cheap enough to run after
+every step. The shell side (pools, time limits, the Driver itself) is checked by the simulated Pumps through
+the same checker. The first violation ends the run; its name is what the minimizer keeps tripping.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+
+from ..core.records import OutcomeKind
+from ..core.states import INITIAL_STATES, State, is_legal
+from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES
+from ..store.contract import MAX_HEALTH_DETAIL_BYTES, JobView, PumpView, QueueView
+from ..store.memory import JobChange
+
+#: Every invariant, with the one line the docs and the failure messages give for it.
+INVARIANTS: dict[str, str] = {
+    "NoJobLost": "every job the store accepted is still there, exactly as its last observed change left it",
+    "OneOutcomePerAttempt": "an Attempt (one claim) ends at most once: one applied report or one expiry",
+    "OutcomeFromLeaseHolder": "an applied report comes from the worker holding that Attempt's live lease, "
+    "for the Attempt it reported; an expiry ends only a lapsed lease",
+    "OutcomeMatchesRun": "a success is reported only for an Attempt whose handler returned, and a quarantine "
+    "only for a job no handler is registered for",
+    "FenceAdmitsHolder": "a report the lease holder writes for the Attempt it holds, on a live lease, "
+    "applies",
+    "LegalTransition": "every job is born in a legal first state and moves only along "
+    "core.states.TRANSITIONS",
+    "LeaseMatchesState": "a job is leased exactly when it has a lease",
+    "AttemptAccounting": "a claim adds one to the attempt counter, a released Attempt gives it back, a "
+    "requeue resets it, and nothing else changes it",
+    "AttemptCeiling": "no job is claimed past max_attempts, retried at the ceiling, or dead-lettered "
+    "before it",
+    "PumpPoolBound": "a Pump never runs more handlers at once than its pool size",
+    "ConcurrencyLimit": "a claim never leaves a limited queue with more leased jobs than its limit",
+    "PausedQueueNotClaimed": "no job is claimed from a queue whose pause has committed",
+    "StoredTextBounded": "every stored message, cause, traceback and health detail is storable (no NUL, no "
+    "lone surrogate) and within its bound",
+    "TimeLimitHolds": "a handler past its time limit is given up within the grace that follows it",
+    "NothingStartsAfterGrace": "once a shutdown's grace is over, a Pump starts no handler",
+    "StatusFinal": "the last status a Pump records is the one it ended with (stopped or halted)",
+    "ShutdownBounded": "a Pump asked to shut down stops within its grace and the Driver's windows (plus the "
+    "node's 5 s of slack), unless its loop was frozen meanwhile",
+    "PumpLoopSound": "the Driver never raises on the events the Shell feeds it",
+    "StoreSound": "the store raises nothing but the faults injected into it",
+    "NoLivelock": "a run ends within its action budget (no loop at a standstill in virtual time)",
+    "DrainLiveness": "once the faults heal, every job is terminal within the drain bound",
+}
+
+
+class Violation(Exception):
+    """An invariant did not hold: ``name`` is one of :data:`INVARIANTS`."""
+
+    def __init__(self, name: str, message: str, at: int) -> None:
+        super().__init__(f"{name} at {at / 1e6:.6f}s: {message}")
+        self.name, self.message, self.at = name, message, at
+
+
+def storable(text: str, bound: int) -> bool:
+    """Text any database stores, within ``bound`` bytes of UTF-8."""
+    if "\x00" in text:
+        return False
+    try:
+        return len(text.encode("utf-8")) <= bound
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+
+
+class Checker:
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self.clock = clock
+        self.checks = 0
+        self.jobs: dict[int, JobView] = {}
+        self.claims: dict[int, tuple[str, int]] = {}  # job -> (owner, attempt) of its open Attempt
+        self.leased: Counter[str] = Counter()  # leased jobs per queue
+        self.paused: frozenset[str] = frozenset()
+        self.limits: dict[str, int] = {}
+        self.reporting: tuple[str, Mapping[int, int]] | None = None  # the report being written
+        self.live = 0  # jobs not in a terminal state
+        self.returned: set[tuple[str, int, int]] = set()  # (worker, job, attempt) whose handler returned
+        self.routable: Callable[[str], bool] = lambda wire_name: True
+
+    def fail(self, name: str, message: str) -> None:
+        raise Violation(name, message, self.clock())
+
+    def expect(self, holds: bool, name: str, message: Callable[[], str]) -> None:
+        self.checks += 1
+        if not holds:
+            self.fail(name, message())
+
+    # -- the store's side: each change as it happens ------------------------------------------------
+
+    def on_change(self, change: JobChange) -> None:
+        if change.after is None:
+            self._purged(change)
+            return
+        after, before = change.after, change.before
+        self.live += (not after.state.is_terminal) - (before is not None and not before.state.is_terminal)
+        if change.before is None:
+            self.expect(
+                after.state in INITIAL_STATES, "LegalTransition", lambda: f"job {after.id} born {after}"
+            )
+            self.expect(
+                after.attempt == 0, "AttemptAccounting", lambda: f"job {after.id} born at {after.attempt}"
+            )
+        else:
+            self._moved(change, change.before)
+        self.expect(
+            (after.state is State.LEASED) == (change.lease_after is not None),
+            "LeaseMatchesState",
+            lambda: f"job {after.id} is {after.state} with lease {change.lease_after}",
+        )
+        self._text(after.terminal_cause, MAX_MESSAGE_BYTES, f"job {after.id}'s terminal cause")
+        self.jobs[after.id] = after
+
+    def _purged(self, change: JobChange) -> None:
+        """Retention deleted a job: only a finished one, as last seen, and never one that still runs."""
+        before = change.before
+        assert before is not None
+        self.expect(
+            before.state.is_terminal and before.id not in self.claims,
+            "PurgeOnlyFinished",
+            lambda: f"a purge deleted job {before.id} while it was {before.state}",
+        )
+        self.expect(
+            self.jobs.get(before.id) == before,
+            "NoJobLost",
+            lambda: (
+                f"job {before.id} changed unobserved before its purge: last seen {self.jobs.get(before.id)}"
+            ),
+        )
+        del self.jobs[before.id]
+
+    @staticmethod
+    def _after(change: JobChange) -> JobView:
+        assert change.after is not None  # only a purge deletes a job, and on_change takes purges first
+        return change.after
+
+    def _moved(self, change: JobChange, before: JobView) -> None:
+        after, operation = self._after(change), change.operation
+        self.expect(
+            self.jobs.get(before.id) == before,
+            "NoJobLost",
+            lambda: f"job {before.id} changed unobserved: last seen {self.jobs.get(before.id)}, now {before}",
+        )
+        if change.outcome is not None:  # an Attempt ended: first, was it one that could end?
+            self._ended(change, before)
+        moved = before.state is not after.state
+        self.expect(
+            is_legal(before.state, after.state) if moved else operation == "cancel",
+            "LegalTransition",
+            lambda: f"{operation} moved job {after.id} from {before.state} to {after.state}",
+        )
+        if change.outcome is not None:
+            self._counted(after, change.outcome.kind, change.outcome.attempt, before.attempt)
+        elif operation == "claim":
+            self._claimed(change, before)
+        elif operation == "requeue":
+            self.expect(after.attempt == 0, "AttemptAccounting", lambda: f"requeue left {after.attempt}")
+        else:
+            self.expect(after.attempt == before.attempt, "AttemptAccounting", lambda: f"{operation}: {after}")
+
+    def _claimed(self, change: JobChange, before: JobView) -> None:
+        after, lease = self._after(change), change.lease_after
+        self.expect(
+            after.attempt == before.attempt + 1,
+            "AttemptAccounting",
+            lambda: f"a claim took job {after.id} from attempt {before.attempt} to {after.attempt}",
+        )
+        self.expect(
+            after.attempt <= after.max_attempts,
+            "AttemptCeiling",
+            lambda: f"job {after.id} claimed for attempt {after.attempt} of {after.max_attempts}",
+        )
+        self.expect(
+            after.queue not in self.paused,
+            "PausedQueueNotClaimed",
+            lambda: f"job {after.id} claimed from paused queue {after.queue}",
+        )
+        queue = after.queue
+        self.leased[queue] += 1
+        limit = self.limits.get(queue)
+        self.expect(
+            limit is None or self.leased[queue] <= limit,
+            "ConcurrencyLimit",
+            lambda: f"job {after.id}'s claim leaves {self.leased[queue]} leased in {queue} (limit {limit})",
+        )
+        if lease is not None:
+            self.claims[after.id] = (lease.owner, lease.attempt)
+
+    def _ended(self, change: JobChange, before: JobView) -> None:
+        after, outcome, lease = self._after(change), change.outcome, change.lease_before
+        assert outcome is not None
+        self.leased[after.queue] -= before.state is State.LEASED
+        claim = self.claims.pop(after.id, None)
+        self.expect(
+            claim is not None,
+            "OneOutcomePerAttempt",
+            lambda: (
+                f"{change.operation} ended job {after.id} attempt {outcome.attempt} again ({outcome.kind})"
+            ),
+        )
+        self.expect(
+            claim == (outcome.worker, outcome.attempt),
+            "OutcomeFromLeaseHolder",
+            lambda: f"job {after.id}: {outcome.worker} ended attempt {outcome.attempt}, but {claim} held it",
+        )
+        live = lease is not None and lease.expires_at > change.now
+        self.expect(
+            live if change.operation == "report" else not live,
+            "OutcomeFromLeaseHolder",
+            lambda: f"job {after.id}: a {change.operation} at {change.now} on lease {lease}",
+        )
+        if change.operation == "report" and self.reporting is not None:
+            worker, attempts = self.reporting
+            self.expect(
+                worker == outcome.worker and attempts.get(after.id) == outcome.attempt,
+                "OutcomeFromLeaseHolder",
+                lambda: f"job {after.id}: {worker} reported {attempts.get(after.id)}, applied as {outcome}",
+            )
+        self._matches_run(after, outcome.kind, outcome.worker, outcome.attempt)
+        self._text(outcome.message, MAX_MESSAGE_BYTES, f"job {after.id}'s outcome message")
+        self._text(outcome.detail, MAX_DETAIL_BYTES, f"job {after.id}'s outcome detail")
+
+    def _matches_run(self, after: JobView, kind: OutcomeKind, worker: str, attempt: int) -> None:
+        if kind is OutcomeKind.SUCCEEDED:
+            self.expect(
+                (worker, after.id, attempt) in self.returned,
+                "OutcomeMatchesRun",
+                lambda: f"job {after.id} attempt {attempt} succeeded, but {worker}'s handler never returned",
+            )
+        elif kind is OutcomeKind.UNROUTABLE:
+            self.expect(
+                not self.routable(after.wire_name),
+                "OutcomeMatchesRun",
+                lambda: f"job {after.id} ({after.wire_name}) was quarantined but a handler is registered",
+            )
+
+    def _counted(self, after: JobView, kind: OutcomeKind, ended: int, before: int) -> None:
+        given_back = kind is OutcomeKind.RELEASED
+        self.expect(
+            after.attempt == before - given_back,
+            "AttemptAccounting",
+            lambda: f"a {kind} outcome took job {after.id} from attempt {before} to {after.attempt}",
+        )
+        if kind in (OutcomeKind.FAILED, OutcomeKind.EXPIRED):
+            retried, dead = after.state is State.SCHEDULED, after.state is State.DEAD_LETTERED
+            self.expect(
+                not (retried and ended >= after.max_attempts) and not (dead and ended < after.max_attempts),
+                "AttemptCeiling",
+                lambda: (
+                    f"job {after.id} {after.state} after attempt {ended} of {after.max_attempts} ({kind})"
+                ),
+            )
+
+    def _text(self, text: str, bound: int, what: str) -> None:
+        self.expect(storable(text, bound), "StoredTextBounded", lambda: f"{what} is {text[:80]!r}...")
+
+    # -- what the simulator tells it -----------------------------------------------------------------
+
+    def queues_changed(self, views: Iterable[QueueView]) -> None:
+        """The store's queue settings after an operator action (committed or not: read back)."""
+        views = list(views)
+        self.paused = frozenset(v.queue for v in views if v.paused)
+        self.limits = {v.queue: v.concurrency_limit for v in views if v.concurrency_limit is not None}
+
+    def pump_recorded(self, view: PumpView | None) -> None:
+        if view is not None:
+            self._text(view.detail, MAX_HEALTH_DETAIL_BYTES, f"{view.worker_id}'s health detail")
+
+    def accepted(self, ids: Iterable[int]) -> None:
+        """The client was told these jobs were enqueued."""
+        for job_id in ids:
+            self.checks += 1
+            if job_id not in self.jobs:
+                self.fail("NoJobLost", f"an enqueue acknowledged job {job_id}, which the store never made")
+
+    def audit(self, stored: list[JobView], drained: bool) -> None:
+        """At the end of a run: the store holds what was observed; after a drain, every job is terminal."""
+        self.expect(
+            {j.id: j for j in stored} == self.jobs,
+            "NoJobLost",
+            lambda: f"the store holds {len(stored)} jobs, {len(self.jobs)} were observed (or they differ)",
+        )
+        if drained:
+            stuck = [f"{j.id}:{j.queue}:{j.state}" for j in stored if not j.state.is_terminal]
+            self.expect(not stuck, "DrainLiveness", lambda: f"not terminal after the drain: {stuck[:10]}")

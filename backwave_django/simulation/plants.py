@@ -1,0 +1,163 @@
+"""Known bugs, planted one at a time by the self-test to show the simulator catches each.
+
+Each is a subclass of a product class with one rule broken, and is used by nothing but :func:`self_test`;
+where the broken rule lives in a module-level table, the subclass swaps it in for the length of one call
+and puts it back. The self-test runs the CI's seeds in order until one trips an invariant, checks that the
+same seed is clean without the plant, and reports the seed and the invariant.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from ..core import commands as cmd
+from ..core.driver import NodeDriver
+from ..core.records import OutcomeKind, OutcomeReport
+from ..core.retry import MAX_ATTEMPTS_LIMIT, RetryPolicy
+from ..core.transitions import LEASE_ENDINGS
+from ..store import changes
+from ..store.contract import LeaseView, ReportResult
+from ..store.memory import MemoryStore
+from .run import Outcome, Plant, run
+
+
+class _FenceIgnoresAttempt(MemoryStore):
+    @staticmethod
+    def _holds(lease: LeaseView | None, worker_id: str, attempt: int, now: datetime) -> bool:
+        return lease is not None and lease.owner == worker_id and lease.expires_at > now
+
+
+class _ForgetsReservations(NodeDriver):
+    """Claim sizing as it was before BackWave's fix 444d13f: a claim in flight reserves nothing, and a poll
+    plans a new pass while one is in flight."""
+
+    @property
+    def occupied(self) -> int:
+        reporting = sum(len(batch) for batch in self.reports_in_flight)
+        return len(self.executing) + len(self.buffer) + reporting + self.lost_slots
+
+    def _on_poll(self, now: datetime) -> list[cmd.Command]:
+        if not self._store_ready(now):
+            return []
+        if self.draining:
+            return self._flush()
+        available = self.available
+        commands = self._flush()
+        plan = self.config.policy.plan(available)
+        self.pending_claims = deque(plan[1:])
+        if plan:
+            commands.append(self._issue(plan[0]))
+        return commands
+
+
+class _SweepIgnoresCeiling(MemoryStore):
+    def expire_leases(
+        self, *, queues: Sequence[str], max_jobs: int, retry: RetryPolicy, now: datetime
+    ) -> int:
+        original = changes.for_expiry
+
+        def without_ceiling(**facts: Any) -> changes.Change:
+            return original(**{**facts, "max_attempts": MAX_ATTEMPTS_LIMIT})
+
+        setattr(changes, "for_expiry", without_ceiling)  # noqa: B010 (a module attribute, put back below)
+        try:
+            return super().expire_leases(queues=queues, max_jobs=max_jobs, retry=retry, now=now)
+        finally:
+            setattr(changes, "for_expiry", original)  # noqa: B010
+
+
+class _ReleaseCharges(MemoryStore):
+    def report(
+        self,
+        *,
+        worker_id: str,
+        reports: Sequence[OutcomeReport],
+        retry: RetryPolicy,
+        now: datetime,
+        details: Mapping[int, str] | None = None,
+    ) -> ReportResult:
+        rows = {key: rule for key, rule in LEASE_ENDINGS.items() if key[0] is OutcomeKind.RELEASED}
+        LEASE_ENDINGS.update({key: replace(rule, attempt_delta=0) for key, rule in rows.items()})
+        try:
+            return super().report(worker_id=worker_id, reports=reports, retry=retry, now=now, details=details)
+        finally:
+            LEASE_ENDINGS.update(rows)
+
+
+class _ClaimsPaused(MemoryStore):
+    def _free_slots(self, queue: str) -> int:
+        settings = self._queues.get(queue)
+        if settings is None or settings.concurrency_limit is None:
+            return 1 << 62
+        leased = sum(1 for lease in self._leases.values() if lease.queue == queue)
+        return max(0, settings.concurrency_limit - leased)
+
+
+PLANTS = (
+    Plant(
+        name="fence-ignores-attempt",
+        description="the store's fence applies a report from the lease's owner whatever Attempt it names",
+        store_class=_FenceIgnoresAttempt,
+    ),
+    Plant(
+        name="claim-forgets-reservations",
+        description="the Driver sizes claims without the slots a claim in flight reserved",
+        driver_class=_ForgetsReservations,
+    ),
+    Plant(
+        name="sweep-ignores-max-attempts",
+        description="the lease-expiry sweep retries a job whatever its max_attempts",
+        store_class=_SweepIgnoresCeiling,
+    ),
+    Plant(
+        name="release-charges-attempt",
+        description="a job given back at shutdown keeps the Attempt counted",
+        store_class=_ReleaseCharges,
+    ),
+    Plant(
+        name="paused-queue-claimed",
+        description="a claim takes jobs from a paused queue",
+        store_class=_ClaimsPaused,
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Catch:
+    plant: Plant
+    outcome: Outcome | None  # the first failing run, or None: not caught within the budget
+    tried: int  # seeds run
+    clean_without: bool  # the same seed passes without the plant
+
+
+def hunt(plant: Plant, seeds: range) -> Catch:
+    tried = 0
+    for seed in seeds:
+        tried += 1
+        outcome = run(seed, plant=plant)
+        if outcome.failed:
+            return Catch(plant=plant, outcome=outcome, tried=tried, clean_without=not run(seed).failed)
+    return Catch(plant=plant, outcome=None, tried=tried, clean_without=True)
+
+
+def self_test(seeds: range, report: Callable[[str], None]) -> bool:
+    """Hunt every planted bug within ``seeds``; True when each was caught, by a seed clean without it."""
+    passed = True
+    for plant in PLANTS:
+        catch = hunt(plant, seeds)
+        outcome = catch.outcome
+        if outcome is None or outcome.violation is None:
+            report(f"planted {plant.name}: NOT CAUGHT in {catch.tried} seeds ({plant.description})")
+            passed = False
+            continue
+        verdict = "" if catch.clean_without else " (BUT the seed fails without the plant too)"
+        passed = passed and catch.clean_without
+        report(
+            f"planted {plant.name}: caught by seed {outcome.seed} ({catch.tried} seeds run): "
+            f"{outcome.violation.name}{verdict}"
+        )
+    return passed

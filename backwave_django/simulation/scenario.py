@@ -1,0 +1,196 @@
+"""What one seed simulates: the cluster's shape, its workload, and how hard each fault axis pushes.
+
+Everything here is drawn from the seed's ``scenario`` stream alone, before the run starts, so a fault plan
+(drawn from other streams) never changes the shape of the cluster or the jobs it gets. Each fault axis is
+on in about half the seeds, at an intensity drawn from a band that keeps the run recoverable: some seeds are
+calm, some are stormy, and every shape between is reached over a few hundred seeds ("swarm testing"); and
+one seed in ten is a storm, every axis on at the top of its band.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from ..core.dispatch import Policy, Strict, Weighted
+from ..core.retry import RetryPolicy
+from .plan import stream
+
+ROUTABLE = "sim.job"
+UNROUTABLE = "sim.unknown"  # no handler is registered for it: its jobs are quarantined
+
+#: Each fault kind, and the band its rate is drawn from when its axis is on. A rate is the chance that one
+#: question (one slot of a node, one store call, one hint, one execution) gets a fault.
+FAULT_BANDS: dict[str, tuple[float, float]] = {
+    "crash": (0.3, 0.8),  # per node slot: the process dies; its leases lapse
+    "shutdown": (0.3, 0.8),  # per node: a graceful shutdown with a grace, then a restart
+    "partition": (0.3, 0.8),  # per node slot: the store is unreachable; handlers keep running
+    "stall": (0.3, 0.8),  # per node slot: the loop freezes (a GC pause); handlers keep running
+    "skew": (0.5, 1.0),  # per node: its clock runs ahead or behind
+    "hint-lost": (0.1, 0.5),
+    "hint-dup": (0.05, 0.3),
+    "hint-late": (0.05, 0.3),
+    "store-before": (0.005, 0.04),  # transient, before the commit: nothing written
+    "store-after": (0.005, 0.04),  # transient, after the commit: written, the reply lost
+    "store-late": (0.003, 0.02),  # the reply lost now, and the write commits later
+    "store-fatal": (0.0005, 0.002),  # not transient: the Pump halts
+    "handler-fail": (0.05, 0.3),
+    "handler-hostile": (0.02, 0.15),  # it fails with NUL, lone surrogates or a huge message
+    "handler-slow": (0.02, 0.15),
+    "handler-hang": (0.01, 0.08),  # it ignores its timeout and cancellation, for minutes
+    "operator": (1.0, 1.0),  # per slot: pause, resume, set or clear a limit, cancel, requeue
+}
+#: The share of seeds in which every fault axis is on at the top of its band.
+STORM_SHARE = 0.1
+AXES = {
+    "nodes": ("crash", "shutdown", "partition", "stall", "skew"),
+    "hints": ("hint-lost", "hint-dup", "hint-late"),
+    "store": ("store-before", "store-after", "store-late", "store-fatal"),
+    "handlers": ("handler-fail", "handler-hostile", "handler-slow", "handler-hang"),
+    "operator": ("operator",),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupSpec:
+    """A worker group every node runs: its queues, its policy and its dials (times in seconds)."""
+
+    name: str
+    queues: tuple[str, ...]
+    weights: tuple[int, ...] | None  # None: Strict, in the order of ``queues``
+    pool_size: int
+    pumps: int
+    max_claim_batch: int
+    max_outcome_batch: int
+    lease: float
+    heartbeat: float
+    poll: float
+    maintenance: float
+    timeout: float | None
+
+    def new_policy(self) -> Policy:
+        """A fresh policy (Weighted keeps per-Pump credit)."""
+        if self.weights is None:
+            return Strict(self.queues)
+        return Weighted(tuple(zip(self.queues, self.weights, strict=True)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobSpec:
+    """One job the client enqueues at ``at`` (seconds into the run); ``key`` names it in the payload."""
+
+    key: int
+    at: float
+    queue: str
+    wire_name: str
+    delay: float  # due this long after it is enqueued
+    max_attempts: int
+    timeout: float | None
+    duration: float  # how long its handler runs when nothing goes wrong
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    seed: int
+    nodes: int
+    queues: tuple[str, ...]
+    groups: tuple[GroupSpec, ...]
+    jobs: tuple[JobSpec, ...]
+    limits: dict[str, int]  # queues limited from the start
+    paused: tuple[str, ...]  # queues paused from the start
+    retry: RetryPolicy
+    workload: float  # seconds of faults and enqueues; then the drain
+    drain_bound: float  # every job must be terminal this long after the drain starts
+    rates: dict[str, float]
+    operator_slots: int
+
+
+def draw(seed: int) -> Scenario:
+    rng = stream(seed, "scenario")
+    queues = tuple(f"q{i}" for i in range(rng.randint(2, 4)))
+    groups = _groups(rng, queues)
+    workload = float(rng.randint(30, 90))
+    limits = {q: rng.randint(1, 3) for q in queues if rng.random() < 0.35}
+    paused = tuple(q for q in queues if rng.random() < 0.15)
+    return Scenario(
+        seed=seed,
+        nodes=rng.choice((2, 2, 2, 3, 4)),
+        queues=queues,
+        groups=groups,
+        jobs=_jobs(rng, queues, workload),
+        limits=limits,
+        paused=paused,
+        retry=RetryPolicy(max_attempts=3, backoff_base=2.0, backoff_cap=float(rng.randint(4, 20))),
+        workload=workload,
+        drain_bound=1800.0,
+        rates=_rates(rng, storm=stream(seed, "storm").random() < STORM_SHARE),
+        operator_slots=rng.randint(2, 8),
+    )
+
+
+def _groups(rng: random.Random, queues: tuple[str, ...]) -> tuple[GroupSpec, ...]:
+    count = rng.choice((1, 1, 2, 2, 3))
+    served: list[list[str]] = [[] for _ in range(count)]
+    for queue in queues:  # every queue is served by some group
+        served[rng.randrange(count)].append(queue)
+    for chosen in served:
+        chosen += [q for q in queues if q not in chosen and rng.random() < 0.3]
+        if not chosen:
+            chosen.append(rng.choice(queues))
+        rng.shuffle(chosen)
+    return tuple(_group(rng, f"g{i}", tuple(chosen)) for i, chosen in enumerate(served))
+
+
+def _group(rng: random.Random, name: str, queues: tuple[str, ...]) -> GroupSpec:
+    pool = rng.randint(1, 4)
+    lease = float(rng.randint(10, 40))
+    weighted = len(queues) > 1 and rng.random() < 0.5
+    return GroupSpec(
+        name=name,
+        queues=queues,
+        weights=tuple(rng.randint(1, 4) for _ in queues) if weighted else None,
+        pool_size=pool,
+        pumps=rng.choice((1, 1, 1, 2)),
+        max_claim_batch=rng.randint(1, pool + 1),
+        max_outcome_batch=rng.randint(1, 4),
+        lease=lease,
+        heartbeat=lease / 3,
+        poll=rng.choice((0.5, 1.0, 1.0, 2.0)),
+        maintenance=float(rng.randint(1, 5)),
+        timeout=float(rng.randint(3, 20)) if rng.random() < 0.5 else None,
+    )
+
+
+def _jobs(rng: random.Random, queues: tuple[str, ...], workload: float) -> tuple[JobSpec, ...]:
+    """Jobs arriving at random, and in bursts (a burst of enqueues is a burst of hints)."""
+    bursts = [rng.uniform(0.0, workload * 0.8) for _ in range(rng.randint(1, 4))]
+    times = [
+        rng.choice(bursts) + rng.uniform(0.0, 1.0) if rng.random() < 0.6 else rng.uniform(0.0, workload * 0.8)
+        for _ in range(rng.randint(8, 30))
+    ]
+    return tuple(_job(rng, key, queues, at) for key, at in enumerate(times))
+
+
+def _job(rng: random.Random, key: int, queues: tuple[str, ...], at: float) -> JobSpec:
+    return JobSpec(
+        key=key,
+        at=round(at, 3),
+        queue=rng.choice(queues),
+        wire_name=UNROUTABLE if rng.random() < 0.05 else ROUTABLE,
+        delay=0.0 if rng.random() < 0.7 else float(rng.randint(1, 20)),
+        max_attempts=rng.randint(1, 4),
+        timeout=float(rng.randint(2, 15)) if rng.random() < 0.3 else None,
+        duration=round(10 ** rng.uniform(-1.7, 0.5), 3),  # 20 ms to 3 s
+    )
+
+
+def _rates(rng: random.Random, storm: bool) -> dict[str, float]:
+    """Each axis on in about half the seeds, at an intensity within its band; in a storm, every kind at the
+    top of its band (drawn all the same, so that a storm changes nothing else of the scenario)."""
+    rates = {}
+    for kinds in AXES.values():
+        on = rng.random() < 0.5
+        for kind in kinds:
+            low, high = FAULT_BANDS[kind]
+            rates[kind] = rng.uniform(low, high) if on and rng.random() < 0.8 else 0.0
+    return {kind: FAULT_BANDS[kind][1] for kind in rates} if storm else rates

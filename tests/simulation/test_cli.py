@@ -1,0 +1,67 @@
+"""``python -m backwave_django.simulation``: one summary line, exact replays, failures shown and kept."""
+
+from __future__ import annotations
+
+from backwave_django.simulation import __main__ as cli
+from backwave_django.simulation import regressions
+from backwave_django.simulation.plants import PLANTS
+from backwave_django.simulation.run import run
+
+PAUSED = next(plant for plant in PLANTS if plant.name == "paused-queue-claimed")
+
+
+def first_caught(plant=PAUSED):
+    return next(outcome for seed in range(100) if (outcome := run(seed, plant=plant)).failed)
+
+
+def test_a_batch_of_seeds_prints_one_summary_line(capsys):
+    assert cli.main(["--seeds", "3", "--first", "10"]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert line.startswith("simulation: 3 seeds, ")
+    for part in ("steps", "jobs", "faults [crash=", "invariant checks", "0 failed", "seeds/s"):
+        assert part in line
+
+
+def test_one_seed_replays_with_its_trace(capsys):
+    assert cli.main(["--seed", "10", "--trace"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].startswith("simulation: 1 seeds")
+    assert any("<- PollDue" in line for line in lines)
+    assert lines[:-1] == list(run(10, tracing=True).lines)
+
+
+def test_a_failure_prints_the_seed_the_invariant_and_the_shortest_trace(capsys):
+    failure = first_caught()
+    shown = cli.show_failure(failure, plant=PAUSED)
+    out = capsys.readouterr().out
+    assert f"FAILED seed {failure.seed}: PausedQueueNotClaimed" in out
+    assert "shortest trace" in out and "VIOLATION PausedQueueNotClaimed" in out
+    assert shown.violation is not None and shown.violation.name == "PausedQueueNotClaimed"
+    assert len(shown.plan) <= len(failure.plan)
+
+
+def test_forever_writes_each_failing_seed_where_a_test_replays_it(tmp_path, monkeypatch, capsys):
+    failure = first_caught()
+    calls = []
+
+    def fake_run(seed, **options):
+        calls.append(seed)
+        if len(calls) > 2:
+            raise KeyboardInterrupt
+        return failure if len(calls) == 1 else run(seed)
+
+    monkeypatch.setattr(cli, "run", fake_run)
+    monkeypatch.setattr(cli, "minimize", lambda outcome, plant=None: outcome)
+    assert cli.main(["--forever", "--first", "5", "--regressions", str(tmp_path)]) == 1
+    [path] = regressions.all_in(tmp_path)
+    assert path.name == f"{failure.seed}.json"
+    kept = regressions.load(path)
+    assert (kept.seed, kept.invariant) == (failure.seed, "PausedQueueNotClaimed")
+    assert "1 failed" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_a_regression_file_replays_from_the_command_line(tmp_path, capsys):
+    failure = first_caught()
+    path = regressions.save(tmp_path, failure, note="planted")
+    assert cli.main(["--replay", str(path)]) == 0  # without the plant, the seed is clean
+    assert capsys.readouterr().out.splitlines()[-1].endswith("replays clean")
