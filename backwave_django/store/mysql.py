@@ -15,8 +15,9 @@ them on the server. They are server-wide, so their names carry a hash of the dat
 Deadlocks. InnoDB locks every row a locking statement reads, and its optimizer reads a small table (the
 leases, a young job table) by a full scan rather than by its key: so two workers' reports, sweeps and claims
 can deadlock on rows neither of them wants. InnoDB then rolls the victim's whole transaction back and asks for
-it again; the store does so itself, up to :data:`DEADLOCK_RETRIES` times, for every operation that runs in a
-transaction of its own (inside a caller's transaction, the caller gets the error: its transaction is gone).
+it again; the store does so itself, after a short random pause, up to :data:`DEADLOCK_RETRIES` times, for
+every operation that runs in a transaction of its own (inside a caller's transaction, the caller gets the
+error: its transaction is gone).
 
 Statement size. MariaDB refuses a statement larger than ``max_allowed_packet`` (16 MiB by default) and drops
 the connection. Enqueue and outcome INSERTs are cut into batches that fit, counting the worst case of 4 bytes
@@ -33,7 +34,9 @@ import contextlib
 import functools
 import hashlib
 import logging
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Concatenate
@@ -54,8 +57,11 @@ KILL = "KILL CONNECTION %s"
 NO_SUCH_THREAD = 1094
 #: InnoDB's "Deadlock found when trying to get lock; try restarting transaction".
 DEADLOCK = 1213
-#: Runs of one operation that a deadlock may roll back before the error reaches the caller.
-DEADLOCK_RETRIES = 5
+#: Runs of one operation that a deadlock may roll back before the error reaches the caller, and the longest
+#: pause before a run again (a random part of 1 ms, 2 ms, 4 ms, ... up to this), so that the same workers do
+#: not meet again in the same order.
+DEADLOCK_RETRIES = 10
+DEADLOCK_PAUSE_CAP = 0.05
 
 
 #: What a row costs in an INSERT besides its text columns, and a statement besides its rows (bytes).
@@ -101,6 +107,7 @@ def _restarted_on_deadlock[**P, R](
                 if not own or attempt == DEADLOCK_RETRIES or faults.mysql_code(exc) != DEADLOCK:
                     raise
                 logger.info("%s was chosen to break a deadlock; running it again", operation.__name__)
+                time.sleep(random.uniform(0, min(DEADLOCK_PAUSE_CAP, 0.001 * 2**attempt)))
         raise AssertionError("unreachable")  # pragma: no cover  (the loop returns or raises)
 
     return run
