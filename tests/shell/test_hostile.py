@@ -110,8 +110,10 @@ def test_a_handler_past_its_timeout_fails_its_attempt_is_cut_off_and_its_thread_
         assert Job.objects.get(id=hung.id).terminal_cause == "timed out after 0.3 s"
         assert not Lease.objects.exists()
         wait_until(lambda: node.health()[0].state == GroupHealth.DEGRADED)
-        row = PumpStatus.objects.get(worker_id=node.pumps[0].worker_id)
-        assert row.health == "degraded" and "abandoned" in row.detail
+        # The Pump records its new health right after the change, from its own thread: wait for the row too.
+        mine = PumpStatus.objects.filter(worker_id=node.pumps[0].worker_id)
+        row = wait_until(lambda: mine.filter(health="degraded").first())
+        assert "abandoned" in row.detail
         after = jobs.noop.enqueue()  # the pool of one got a replacement thread
         wait_until(lambda: Job.objects.get(id=after.id).state == "succeeded")
         time.sleep(max(0.0, 4.5 - (time.monotonic() - started)))  # the hung handler has woken and tried
