@@ -9,6 +9,10 @@ from django.db import DatabaseError, connections
 
 from . import conf
 
+#: The oldest MariaDB that works: SELECT ... FOR UPDATE SKIP LOCKED came in 10.6 (RETURNING in 10.5).
+MIN_MARIADB = (10, 6)
+SUPPORTED_MARIADB = "MariaDB 10.6 or later"
+
 
 @checks.register("backwave")
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -17,11 +21,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         return found
     settings = conf.get()
     vendor = connections[settings.database].vendor
-    if vendor not in ("postgresql", "sqlite"):
+    if vendor not in ("postgresql", "sqlite", "mysql"):
         found.append(
             checks.Error(
                 f"BACKWAVE['DATABASE'] ({settings.database!r}) is a {vendor} database.",
-                hint="backwave-django supports PostgreSQL and SQLite; point BACKWAVE['DATABASE'] at one.",
+                hint=f"backwave-django supports PostgreSQL, SQLite and {SUPPORTED_MARIADB}; point "
+                "BACKWAVE['DATABASE'] at one.",
                 id="backwave.E014",
             )
         )
@@ -70,3 +75,91 @@ def check_autovacuum(
                     )
                 ]
     return []
+
+
+@checks.register("backwave")
+def check_database_server(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """On Django's mysql backend: read what the server is (MariaDB or MySQL, its version) and how the
+    connection is set up, and refuse what backwave cannot run on. Other databases need no connection here."""
+    if conf.problems():
+        return []
+    connection: Any = connections[conf.get().database]  # a mysql DatabaseWrapper, with its server facts
+    if connection.vendor != "mysql":
+        return []
+    from .store.mysql import largest_storable_payload, max_allowed_packet
+
+    alias = conf.get().database
+    try:
+        server = (connection.mysql_is_mariadb, connection.mysql_version)
+        session = ("", "")
+        if server[0]:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT @@SESSION.tx_isolation, @@SESSION.character_set_client")
+                session = cursor.fetchone()
+        packet = max_allowed_packet(connection)
+    except DatabaseError:
+        return []  # unreachable now: the worker will say so loudly when it starts
+    found = mysql_problems(alias, server, *session)
+    if conf.get().max_payload_bytes > largest_storable_payload(packet):
+        found.append(
+            checks.Error(
+                f"BACKWAVE['MAX_PAYLOAD_BYTES'] is {conf.get().max_payload_bytes}, but the server of "
+                f"BACKWAVE['DATABASE'] ({alias!r}) takes statements of at most {packet} bytes "
+                "(max_allowed_packet): a payload that large, escaped, would not fit in one.",
+                hint=f"Lower MAX_PAYLOAD_BYTES to at most {largest_storable_payload(packet)}, or raise the "
+                "server's max_allowed_packet to twice MAX_PAYLOAD_BYTES plus 65 KiB.",
+                id="backwave.E049",
+            )
+        )
+    return found
+
+
+def mysql_problems(
+    alias: str, server: tuple[bool, tuple[int, ...]], isolation: str, charset: str
+) -> list[checks.CheckMessage]:
+    """What backwave refuses on a server of Django's mysql backend: ``server`` says whether it is MariaDB
+    and its version; ``isolation`` and ``charset`` are the session's (read on MariaDB only)."""
+    mariadb, version = server
+    shown = ".".join(map(str, version))
+    if not mariadb:
+        return [
+            checks.Error(
+                f"BACKWAVE['DATABASE'] ({alias!r}) is MySQL {shown}, which backwave-django does not support "
+                "yet: its conformance suite runs on MariaDB only, and on MySQL Django's bulk insert cannot "
+                "return the new jobs' ids.",
+                hint=f"Use {SUPPORTED_MARIADB}, or PostgreSQL.",
+                id="backwave.E045",
+            )
+        ]
+    found: list[checks.CheckMessage] = []
+    if version < MIN_MARIADB:
+        found.append(
+            checks.Error(
+                f"BACKWAVE['DATABASE'] ({alias!r}) is MariaDB {shown}, which has no SELECT ... FOR UPDATE "
+                "SKIP LOCKED: workers could not claim jobs without waiting for each other.",
+                hint=f"Upgrade to {SUPPORTED_MARIADB}.",
+                id="backwave.E046",
+            )
+        )
+    if isolation.replace("-", " ").upper() != "READ COMMITTED":
+        found.append(
+            checks.Error(
+                f"The connections of BACKWAVE['DATABASE'] ({alias!r}) run at isolation level {isolation}: "
+                "a claim would count a limited queue's leases in a snapshot older than its lock, and exceed "
+                "the limit.",
+                hint="Use READ COMMITTED, Django's default on MariaDB: remove 'isolation_level' from the "
+                "database's OPTIONS, or set it to 'read committed'.",
+                id="backwave.E047",
+            )
+        )
+    if charset != "utf8mb4":
+        found.append(
+            checks.Error(
+                f"The connections of BACKWAVE['DATABASE'] ({alias!r}) use the character set {charset}: text "
+                "with characters outside the Basic Multilingual Plane (emoji, say) cannot be stored.",
+                hint="Use utf8mb4, Django's default on MariaDB: remove 'charset' from the database's "
+                "OPTIONS, or set it to 'utf8mb4'.",
+                id="backwave.E048",
+            )
+        )
+    return found

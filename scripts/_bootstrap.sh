@@ -8,11 +8,15 @@
 #   find_python_exact MINOR          print the path of a CPython 3.<MINOR> if one is around, else return 1
 #   ensure_venv DIR PYTHON [PIN...]  create/refresh a venv with `-e .[test,docs]` (+ pins), cached by a stamp
 #   ensure_postgres                  make sure PostgreSQL answers on 127.0.0.1:5432 (starts local clusters)
+#   ensure_mysql_client_lib          make sure mysqlclient can build (MariaDB's C client library and pkg-config;
+#                                    installs Debian's libmariadb-dev as root), or return 1
+#   mysql_ready                      0 when MariaDB answers on $BACKWAVE_MYSQL_HOST:$BACKWAVE_MYSQL_PORT
 #
 # Environment:
 #   BACKWAVE_PYTHON          interpreter to use instead of searching (must be CPython >= 3.12)
 #   BACKWAVE_FORCE_INSTALL=1 ignore the venv stamp and re-run pip install
 #   BACKWAVE_PG_HOST / BACKWAVE_PG_PORT   PostgreSQL address (default 127.0.0.1 / 5432)
+#   BACKWAVE_MYSQL_HOST / BACKWAVE_MYSQL_PORT   MariaDB address (default 127.0.0.1 / 3306)
 #
 # Everything here is written to be safe under `set -euo pipefail`. Diagnostics go to stderr;
 # only find_python* write to stdout (the interpreter path), so `py=$(find_python)` works.
@@ -31,6 +35,8 @@ BACKWAVE_VENV_EXTRAS="test,docs"
 # Where ensure_postgres looks (and where scripts/test points DATABASE_URL); overridable for odd setups.
 BACKWAVE_PG_HOST="${BACKWAVE_PG_HOST:-127.0.0.1}"
 BACKWAVE_PG_PORT="${BACKWAVE_PG_PORT:-5432}"
+BACKWAVE_MYSQL_HOST="${BACKWAVE_MYSQL_HOST:-127.0.0.1}"
+BACKWAVE_MYSQL_PORT="${BACKWAVE_MYSQL_PORT:-3306}"
 
 bw_log() { printf 'backwave: %s\n' "$*" >&2; }
 
@@ -227,9 +233,13 @@ ensure_venv() (
         }
     fi
 
+    # mysqlclient (in the test extra) compiles against MariaDB's C client library. Without it, install the
+    # extras' other requirements, so that everything but the MariaDB pass still runs.
+    mode="extras=[$BACKWAVE_VENV_EXTRAS]"
+    _bw_mysql_client_lib || mode="extras=[$BACKWAVE_VENV_EXTRAS] without mysqlclient"
     want=$(
         {
-            printf 'python=%s\nextras=[%s]\n' "$py_ver" "$BACKWAVE_VENV_EXTRAS"
+            printf 'python=%s\n%s\n' "$py_ver" "$mode"
             printf 'pin=%s\n' "${pins[@]}"
             cat "$BACKWAVE_ROOT/pyproject.toml"
             # setuptools' editable finder freezes the package layout at install time (a directory
@@ -246,10 +256,23 @@ ensure_venv() (
         exit 0
     fi
 
+    targets=("${BACKWAVE_ROOT}[$BACKWAVE_VENV_EXTRAS]")
+    if [[ $mode != "extras=[$BACKWAVE_VENV_EXTRAS]" ]]; then
+        bw_log "WARNING: no MariaDB client library (pkg-config libmariadb): installing the extras WITHOUT"
+        bw_log "WARNING: mysqlclient, so nothing can run on MariaDB (scripts/test installs libmariadb-dev as root)."
+        mapfile -t targets < <("$py" - "$BACKWAVE_ROOT/pyproject.toml" "$BACKWAVE_VENV_EXTRAS" <<'PY'
+import sys, tomllib
+extras = tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies"]
+print(sys.argv[1].rsplit("/", 1)[0])  # the package itself (editable), then the extras without mysqlclient
+wanted = [r for name in sys.argv[2].split(",") for r in extras[name]]
+print(*(r for r in wanted if not r.lower().startswith("mysqlclient")), sep="\n")
+PY
+        )
+    fi
     bw_log "installing backwave-django[$BACKWAVE_VENV_EXTRAS] ${pins[*]} into $dir (takes a minute the first time)"
     rm -f "$stamp" # a half-finished install must not look current
     if ! "$vpy" -m pip install -q --disable-pip-version-check --upgrade pip \
-        || ! "$vpy" -m pip install -q --disable-pip-version-check -e "${BACKWAVE_ROOT}[$BACKWAVE_VENV_EXTRAS]" "${pins[@]}"; then
+        || ! "$vpy" -m pip install -q --disable-pip-version-check -e "${targets[@]}" "${pins[@]}"; then
         bw_log "ensure_venv: pip install into $dir failed (see the output above)."
         exit 1
     fi
@@ -311,6 +334,43 @@ ensure_postgres() {
     done
     bw_log "PostgreSQL did not become ready on $BACKWAVE_PG_HOST:$BACKWAVE_PG_PORT within 30 s."
     return 1
+}
+
+# ---------------------------------------------------------------------------------------------
+# MariaDB
+# ---------------------------------------------------------------------------------------------
+
+# _bw_mysql_client_lib: 0 when mysqlclient can find MariaDB's (or MySQL's) C client library.
+_bw_mysql_client_lib() {
+    command -v pkg-config >/dev/null 2>&1 \
+        && { pkg-config --exists libmariadb || pkg-config --exists mysqlclient || pkg-config --exists mariadb; }
+}
+
+# ensure_mysql_client_lib: make sure mysqlclient can be built: Debian's libmariadb-dev and pkg-config,
+# installed non-interactively when we are root with apt-get. Returns 1 (with a message) when they cannot be.
+ensure_mysql_client_lib() {
+    _bw_mysql_client_lib && return 0
+    if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        bw_log "no MariaDB client library, and no root apt-get to install libmariadb-dev and pkg-config."
+        return 1
+    fi
+    local apt=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q libmariadb-dev pkg-config)
+    if ! { "${apt[@]}" || { apt-get update -q && "${apt[@]}"; }; }; then
+        bw_log "apt-get could not install libmariadb-dev and pkg-config."
+        return 1
+    fi
+    _bw_mysql_client_lib
+}
+
+# mysql_ready: 0 when a MariaDB server answers on $BACKWAVE_MYSQL_HOST:$BACKWAVE_MYSQL_PORT (user root).
+mysql_ready() {
+    local h=$BACKWAVE_MYSQL_HOST p=$BACKWAVE_MYSQL_PORT admin
+    admin=$(command -v mariadb-admin || command -v mysqladmin || true)
+    if [[ -n $admin ]]; then
+        "$admin" --protocol=tcp -h "$h" -P "$p" -u root --connect-timeout=3 ping >/dev/null 2>&1
+    else
+        (exec 3<>"/dev/tcp/$h/$p") 2>/dev/null
+    fi
 }
 
 # Debug entry point: `bash scripts/_bootstrap.sh find_python` etc.

@@ -1,10 +1,14 @@
-"""Shared fixtures. The suite runs once per database: SQLite by default, PostgreSQL by DATABASE_URL.
+"""Shared fixtures. The suite runs once per database: SQLite by default, PostgreSQL or MariaDB by
+DATABASE_URL.
 
 The conformance suite (``tests/contract``) runs each test that takes ``store`` once per store this run
-certifies: the in-memory store always (without a database), and the stores of the database: on PostgreSQL
-the native PostgresStore (``[postgres]``) and the portable ORM store (``[portable]``), on SQLite the
-portable store (``[sqlite]``). Tests that take ``db_store`` need what only a database has (real
-transactions, real concurrency, a database that refuses a row) and run on the database's stores only.
+certifies: the in-memory store always (without a database), and the stores of the database: on PostgreSQL the
+native PostgresStore (``[postgres]``) and the portable ORM store (``[portable]``), on MariaDB the MySQLStore
+(``[mysql]``: the portable store's code with MariaDB's named locks, KILL and deadlock restarts; a bare
+portable store is never used there, and without the restarts InnoDB's deadlocks between concurrent workers
+would reach its callers), on SQLite the portable store (``[sqlite]``). Tests that take ``db_store`` need what
+only a database has (real transactions, real concurrency, a database that refuses a row) and run on the
+database's stores only.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from django.db import connection
 from backwave_django.store import JobStore, get_store
 from backwave_django.store.django import DjangoStore
 from backwave_django.store.memory import MemoryStore
+from backwave_django.store.mysql import MySQLStore
 from backwave_django.store.postgres import PostgresStore
 
 from . import jobs  # noqa: F401  (registers the tests.* jobs)
@@ -29,7 +34,9 @@ LEASE = timedelta(minutes=1)
 def database_store_kinds() -> list[str]:
     """The stores the conformance suite certifies on this run's database."""
     engine = settings.DATABASES["default"]["ENGINE"]
-    return ["postgres", "portable"] if "postgresql" in engine else ["sqlite"]
+    if "postgresql" in engine:
+        return ["postgres", "portable"]
+    return ["mysql"] if "mysql" in engine else ["sqlite"]
 
 
 def store_kinds() -> list[str]:
@@ -59,9 +66,9 @@ def make_store(kind: str) -> JobStore:
             return MemoryStore()
         case "portable":
             return DjangoStore("default")
-        case "postgres" | "sqlite":
+        case "postgres" | "mysql" | "sqlite":
             made = get_store("default")
-            expected = PostgresStore if kind == "postgres" else DjangoStore
+            expected = {"postgres": PostgresStore, "mysql": MySQLStore}.get(kind, DjangoStore)
             assert type(made) is expected, f"get_store() gave {type(made).__name__} for {kind}"
             return made
     raise ValueError(f"no store kind {kind!r}")
@@ -96,8 +103,20 @@ def on_postgres() -> bool:
     return connection.vendor == "postgresql"
 
 
+def has_row_locks() -> bool:
+    """PostgreSQL and MariaDB: real row locks and concurrent writers (SQLite serializes every writer)."""
+    return connection.vendor in ("postgresql", "mysql")
+
+
 @pytest.fixture
 def postgres(db: None) -> None:
     """Skip unless the suite runs on PostgreSQL."""
     if not on_postgres():
         pytest.skip("needs PostgreSQL (run with DATABASE_URL=postgres://...)")
+
+
+@pytest.fixture
+def row_locks(db: None) -> None:
+    """Skip unless the suite runs on a database with row locks and concurrent writers."""
+    if not has_row_locks():
+        pytest.skip("needs PostgreSQL or MariaDB (run with DATABASE_URL=postgres://... or mysql://...)")

@@ -166,3 +166,18 @@ def tick(context: JobContext) -> None:
     record(context)
     with calls_lock:
         ticks.append((context.job_id, context.scheduled_for))
+
+
+@job("tests.holds-a-transaction", queue="slow", max_attempts=1)
+def holds_a_transaction(seconds: float, marker: str, context: JobContext) -> None:
+    """Writes a row inside a transaction, then sleeps in it without looking at ``context.cancelled``: only the
+    server can stop its commit, which no execute wrapper sees."""
+    import time
+
+    from django.contrib.auth.models import Group
+    from django.db import transaction
+
+    record(context)
+    with transaction.atomic():
+        Group.objects.create(name=f"{marker}-{context.job_id}-{context.attempt}")
+        time.sleep(seconds)

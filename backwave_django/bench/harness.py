@@ -99,6 +99,9 @@ def machine() -> dict[str, Any]:
         if vendor == "postgresql":
             cursor.execute("SHOW server_version")
             version = f"PostgreSQL {cursor.fetchone()[0]}"
+        elif vendor == "mysql":
+            cursor.execute("SELECT VERSION()")
+            version = cursor.fetchone()[0]  # names MariaDB itself: 10.11.19-MariaDB-0+deb12u1
         else:
             cursor.execute("select sqlite_version()")
             version = f"SQLite {cursor.fetchone()[0]}"

@@ -17,15 +17,18 @@ from .contract import (
 
 
 def get_store(using: str | None = None) -> JobStore:
-    """The store for ``using`` (default: ``BACKWAVE['DATABASE']``): PostgreSQL gets its SQL hot paths."""
+    """The store for ``using`` (default: ``BACKWAVE['DATABASE']``): PostgreSQL gets its SQL hot paths, MariaDB
+    its named locks and KILL (``store/mysql.py``), every other database the portable store."""
     from django.db import connections
 
     from .. import conf
     from .django import DjangoStore
+    from .mysql import MySQLStore
     from .postgres import PostgresStore
 
     alias = using or conf.get().database
-    return PostgresStore(alias) if connections[alias].vendor == "postgresql" else DjangoStore(alias)
+    stores: dict[str, type[DjangoStore]] = {"postgresql": PostgresStore, "mysql": MySQLStore}
+    return stores.get(connections[alias].vendor, DjangoStore)(alias)
 
 
 __all__ = [

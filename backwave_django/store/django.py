@@ -116,6 +116,11 @@ class DjangoStore(SchedulingMixin):
     def _hint_other_processes(self, queues: Sequence[str]) -> None:
         """Inside an enqueue's transaction: wake Pumps of other processes when it commits."""
 
+    def _insert_batch_size(self, largest_text: int) -> int | None:
+        """Rows per INSERT for rows whose text columns hold at most ``largest_text`` characters, where the
+        database bounds a statement's size (MariaDB's max_allowed_packet); None: Django's own batches."""
+        return None
+
     # -- enqueue -----------------------------------------------------------------------------------
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
@@ -137,7 +142,8 @@ class DjangoStore(SchedulingMixin):
         ]
         due_queues = sorted({new.queue for new in jobs if new.due_at <= now})
         with self._write():
-            Job.objects.using(self.using).bulk_create(rows)
+            largest = max(len(new.payload) + len(new.wire_name) for new in jobs)
+            Job.objects.using(self.using).bulk_create(rows, batch_size=self._insert_batch_size(largest))
             if due_queues:
                 self._hint_other_processes(due_queues)
                 self._hint_this_process(due_queues)
@@ -328,18 +334,22 @@ class DjangoStore(SchedulingMixin):
             updated = jobs.filter(id__in=ids, state=State.LEASED).update(**values)
             if updated != len(ids):
                 raise StoreError(f"leased jobs {ids} lost their state under a held lease")
+        largest = max((len(c.message) + len(c.detail) + len(c.worker) for c in moves), default=0)
         Outcome.objects.using(self.using).bulk_create(
-            Outcome(
-                job_id=c.job_id,
-                attempt=c.attempt,
-                worker=c.worker,
-                kind=c.kind,
-                state_after=c.state,
-                message=c.message,
-                detail=c.detail,
-                recorded_at=now,
-            )
-            for c in moves
+            (
+                Outcome(
+                    job_id=c.job_id,
+                    attempt=c.attempt,
+                    worker=c.worker,
+                    kind=c.kind,
+                    state_after=c.state,
+                    message=c.message,
+                    detail=c.detail,
+                    recorded_at=now,
+                )
+                for c in moves
+            ),
+            batch_size=self._insert_batch_size(largest),
         )
 
     # -- heartbeats and expiry ---------------------------------------------------------------------

@@ -17,12 +17,38 @@ from django.db import InterfaceError, OperationalError
 TRANSIENT_SQLSTATES = ("08", "25006", "40001", "40P01", "53", "55P03", "57014", "57P01", "57P02", "57P03")
 SQLITE_TRANSIENT = ("database is locked", "database table is locked", "disk i/o error", "unable to open")
 
+#: MariaDB and MySQL error codes worth retrying (their drivers give a code, not a SQLSTATE class we can use):
+#: 1205 lock wait timeout, 1213 deadlock, 1020 record changed since last read (a serialization failure);
+#: the connection or the server gone: 2002, 2003, 2005, 2006, 2013, 2055, 1053 server shutdown, 1077 normal
+#: shutdown, 1079 shutdown complete, 1152 aborted connection, 1158-1161 network read/write errors, 1927
+#: connection killed, 4031 disconnected for inactivity; out of resources: 1021 disk full, 1037 and 1038 out
+#: of memory, 1040 too many connections, 1041 out of resources, 1114 table full, 1135 no thread, 1203 and
+#: 1226 user connection limits, 1637 too many transactions; a failover's read-only server: 1290, 1792,
+#: 1836; a statement cut short: 1317 interrupted, 1969 and 3024 statement timeouts.
+MYSQL_TRANSIENT_CODES = frozenset(
+    {1020, 1205, 1213}
+    | {2002, 2003, 2005, 2006, 2013, 2055, 1053, 1077, 1079, 1152, 1158, 1159, 1160, 1161, 1927, 4031}
+    | {1021, 1037, 1038, 1040, 1041, 1114, 1135, 1203, 1226, 1637}
+    | {1290, 1792, 1836}
+    | {1317, 1969, 3024}
+)
+
 
 def sqlstate(exc: BaseException) -> str | None:
     for candidate in (exc, exc.__cause__, exc.__context__):
         code = getattr(candidate, "sqlstate", None)
         if isinstance(code, str):
             return code
+    return None
+
+
+def mysql_code(exc: BaseException) -> int | None:
+    """The MariaDB/MySQL error code of ``exc`` (Django's wrapper copies the driver's arguments), or None."""
+    for candidate in (exc, exc.__cause__, exc.__context__):
+        args = getattr(candidate, "args", ())
+        driver = type(candidate).__module__.split(".")[0] in ("MySQLdb", "pymysql")
+        if driver and args and isinstance(args[0], int):
+            return args[0]
     return None
 
 
@@ -33,6 +59,9 @@ def is_transient(exc: BaseException) -> bool:
     code = sqlstate(exc)
     if code is not None:
         return code.startswith(TRANSIENT_SQLSTATES)
+    number = mysql_code(exc)
+    if number:  # 0 is the driver's own "no code" (mysqlclient's InterfaceError on a closed connection)
+        return number in MYSQL_TRANSIENT_CODES
     if not isinstance(exc, OperationalError | InterfaceError):
         return False
     text = str(exc).lower()

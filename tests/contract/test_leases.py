@@ -339,7 +339,11 @@ def test_a_release_of_a_cancel_requested_job_cancels_it(store):
     release(store, claimed, now=T0 + timedelta(seconds=1))
 
     stored = job(store, new.id)
-    assert (stored.state, stored.cancel_requested, stored.attempt) == (State.CANCELLED, False, 0)  # given back
+    assert (stored.state, stored.cancel_requested, stored.attempt) == (
+        State.CANCELLED,
+        False,
+        0,
+    )  # given back
     assert kinds_and_states(store, new.id) == [(OutcomeKind.RELEASED, State.CANCELLED)]
 
 

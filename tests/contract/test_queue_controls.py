@@ -48,6 +48,23 @@ def test_a_paused_queue_is_never_claimed(store):
     assert leased_in(store, "emails") == 0
 
 
+def test_queue_names_that_differ_only_in_case_are_different_queues(store):
+    """MariaDB's default collations would make them one queue: its tables compare text byte for byte."""
+    upper = enqueue(store, 2, queue="Emails")
+    lower = enqueue(store, 2, queue="emails")
+    store.pause_queue("Emails", actor="ops", now=T0)
+    store.set_concurrency_limit("emails", 1, actor="ops", now=T0)
+
+    assert [c.id for c in claim(store, queues=["emails"])] == [lower[0].id]
+    assert claim(store, queues=["Emails"]) == []
+    assert [(q.queue, q.paused, q.concurrency_limit) for q in store.list_queues()] == [
+        ("Emails", True, None),
+        ("emails", False, 1),
+    ]
+    store.resume_queue("Emails", actor="ops", now=T0)
+    assert [c.id for c in claim(store, queues=["Emails"])] == [j.id for j in upper]
+
+
 def test_resuming_a_queue_makes_its_work_claimable_again(store):
     jobs = enqueue(store, 2, queue="emails")
     store.pause_queue("emails", actor="ops", now=T0)

@@ -92,7 +92,9 @@ def test_a_cancel_request_ends_every_ending_but_success_and_unroutable_in_cancel
 
 def test_only_a_release_gives_the_attempt_back():
     given_back = {key for key, rule in LEASE_ENDINGS.items() if rule.attempt_delta}
-    assert given_back == {(K.RELEASED, retries, cancel) for retries in (True, False) for cancel in (True, False)}
+    assert given_back == {
+        (K.RELEASED, retries, cancel) for retries in (True, False) for cancel in (True, False)
+    }
     assert LEASE_ENDINGS[K.RELEASED, True, False].attempt_delta == -1
 
 

@@ -17,6 +17,8 @@ def worker_database_url() -> str:
     db = connection.settings_dict
     if connection.vendor == "postgresql":
         return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    if connection.vendor == "mysql":
+        return f"mysql://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
     return f"sqlite:///{db['NAME']}"
 
 

@@ -1,7 +1,7 @@
 """Nothing a job carries can stop a worker or lose an outcome: hostile text, undecodable rows, exceptions that
 cannot be printed or are not Exceptions, failed outcome writes, hung handlers, handlers that ignore shutdown.
 
-Each test runs real Pumps (threads) against the real database, SQLite and PostgreSQL.
+Each test runs real Pumps (threads) against the real database: SQLite, PostgreSQL, MariaDB.
 """
 
 from __future__ import annotations
@@ -110,13 +110,30 @@ def test_a_handler_past_its_timeout_fails_its_attempt_is_cut_off_and_its_thread_
         assert Job.objects.get(id=hung.id).terminal_cause == "timed out after 0.3 s"
         assert not Lease.objects.exists()
         wait_until(lambda: node.health()[0].state == GroupHealth.DEGRADED)
-        row = PumpStatus.objects.get(worker_id=node.pumps[0].worker_id)
-        assert row.health == "degraded" and "abandoned" in row.detail
+        # The Pump records its new health right after the change, from its own thread: wait for the row too.
+        mine = PumpStatus.objects.filter(worker_id=node.pumps[0].worker_id)
+        row = wait_until(lambda: mine.filter(health="degraded").first())
+        assert "abandoned" in row.detail
         after = jobs.noop.enqueue()  # the pool of one got a replacement thread
         wait_until(lambda: Job.objects.get(id=after.id).state == "succeeded")
         time.sleep(max(0.0, 4.5 - (time.monotonic() - started)))  # the hung handler has woken and tried
         wait_until(lambda: node.health()[0].state == GroupHealth.RUNNING)
     assert not Group.objects.filter(name__startswith="late-").exists()
+
+
+def test_a_transaction_a_handler_holds_past_its_timeout_is_ended_by_the_server_and_never_commits(
+    settings, row_locks
+):
+    """The write is already sent when the handler is given up on, so the guard cannot refuse it: the store
+    cuts the session off on the server (PostgreSQL terminates it, MariaDB kills it), which rolls it back.
+    (On SQLite the open transaction keeps the database's write lock until the process ends.)"""
+    with running(settings, {"g": group(QUEUES=["slow"], POOL_SIZE=1)}):
+        held = jobs.holds_a_transaction.using(timeout=0.3).enqueue(seconds=4, marker="uncommitted")
+        started = time.monotonic()
+        wait_until(lambda: Job.objects.get(id=held.id).state == "dead_lettered", timeout=10)
+        assert Job.objects.get(id=held.id).terminal_cause == "timed out after 0.3 s"
+        time.sleep(max(0.0, 4.5 - (time.monotonic() - started)))  # the handler has woken and left atomic()
+    assert not Group.objects.filter(name__startswith="uncommitted-").exists()
 
 
 def test_shutdown_cuts_off_a_handler_that_ignores_it_before_giving_its_job_back(settings):

@@ -51,6 +51,12 @@ def refused_delete():
                 f"CREATE TRIGGER bw_refuse BEFORE DELETE ON backwave_django_job FOR EACH ROW "
                 f"WHEN (OLD.id = {job_id}) EXECUTE FUNCTION bw_refuse()"
             )
+        elif connection.vendor == "mysql":
+            cursor.execute(
+                "CREATE TRIGGER bw_refuse BEFORE DELETE ON backwave_django_job FOR EACH ROW BEGIN "
+                f"IF OLD.id = {job_id} THEN SIGNAL SQLSTATE '23000' SET MESSAGE_TEXT = 'job is referenced'; "
+                "END IF; END"
+            )
         else:
             cursor.execute(
                 f"CREATE TRIGGER bw_refuse BEFORE DELETE ON backwave_django_job WHEN OLD.id = {job_id} "

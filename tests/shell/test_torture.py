@@ -1,4 +1,5 @@
-"""The short torture run (PostgreSQL): kills, terminated connections and stale writers, then the audit."""
+"""The short torture run (PostgreSQL and MariaDB): kills, terminated connections and stale writers, then the
+audit."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from django.core.management import call_command
 
 from .helpers import worker_database_url
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("postgres")]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("row_locks")]
 
 
 def test_a_short_torture_run_loses_nothing_and_applies_every_outcome_once(capsys, monkeypatch, tmp_path):

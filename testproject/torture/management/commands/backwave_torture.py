@@ -28,6 +28,14 @@ from torture.models import Execution
 LIMIT = 2
 MANAGE = Path(__file__).resolve().parents[3] / "manage.py"
 TERMINAL = {"succeeded", "cancelled", "dead_lettered", "quarantined"}
+#: The other client sessions on this database, and how to end one, by Django vendor.
+OTHER_SESSIONS = {
+    "postgresql": "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+    "AND pid <> pg_backend_pid() AND backend_type = 'client backend'",
+    "mysql": "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID() "
+    "AND COMMAND NOT IN ('Daemon', 'Binlog Dump')",
+}
+TERMINATE = {"postgresql": "SELECT pg_terminate_backend(%s)", "mysql": "KILL CONNECTION %s"}
 
 
 def group_settings(lease: float) -> dict[str, Any]:
@@ -242,16 +250,14 @@ class Command(BaseCommand):
             return 0
 
     def _terminate_one(self, rng: random.Random) -> int:
+        """Terminate one other client connection to this database: pg_terminate_backend on PostgreSQL,
+        KILL CONNECTION on MariaDB (the server rolls back what it held, as PostgreSQL does)."""
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid() "
-                "AND backend_type = 'client backend'"
-            )
+            cursor.execute(OTHER_SESSIONS[connection.vendor])
             pids = [row[0] for row in cursor.fetchall()]
             if not pids:
                 return 0
-            cursor.execute("SELECT pg_terminate_backend(%s)", [rng.choice(pids)])
+            cursor.execute(TERMINATE[connection.vendor], [rng.choice(pids)])
         return 1
 
     def drain(self, timeout: float) -> bool:

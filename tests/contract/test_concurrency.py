@@ -1,7 +1,9 @@
-"""Races on PostgreSQL with real separate connections: one thread, one connection (Django's are per thread).
+"""Races on PostgreSQL and MariaDB with real separate connections: one thread, one connection (Django's are
+per thread).
 
-Database stores only (``db_store``: PostgresStore and the portable store on PostgreSQL): the memory store
-serializes every operation under one lock, so there is no race to lose, and SQLite serializes writers.
+Database stores only (``db_store``: PostgresStore or MySQLStore, and the portable store on the same database):
+the memory store serializes every operation under one lock, so there is no race to lose, and SQLite
+serializes writers.
 Every thread closes its connection when it ends, so the test database can be flushed afterwards. The clock is
 still an input: all threads pass the same virtual ``now``, so only the interleaving is left to chance.
 Assertions read through the contract, and count leases through the inspection helper.
@@ -23,12 +25,13 @@ from django.db import connection
 from backwave_django.core.records import ClaimedJob, OutcomeKind, OutcomeReport
 from backwave_django.core.states import State
 from backwave_django.store.contract import JobStore
+from backwave_django.store.mysql import MySQLStore
 from backwave_django.store.postgres import PostgresStore
 
 from ..conftest import LEASE, T0
 from .support import MAX_PAYLOAD, RETRY, inspect, new_job
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 LONG_LEASE = timedelta(hours=1)  # no lease lapses by accident while the threads run
 TIMEOUT = 60.0  # seconds; a hung thread fails the test instead of hanging the suite
@@ -86,7 +89,7 @@ def outcome_counts(store: JobStore, ids: list[int]) -> Counter[int]:
     return Counter({i: len(store.list_outcomes(i)) for i in ids})
 
 
-def test_concurrent_claimers_drain_thousands_of_jobs_each_exactly_once(db_store, postgres):
+def test_concurrent_claimers_drain_thousands_of_jobs_each_exactly_once(db_store, row_locks):
     ids = bulk_enqueue(db_store, 4000)
 
     def drain(worker: str) -> list[int]:
@@ -113,7 +116,7 @@ def test_concurrent_claimers_drain_thousands_of_jobs_each_exactly_once(db_store,
     assert inspect(db_store).leased_in("default") == 0
 
 
-def test_a_concurrency_limit_is_never_exceeded_while_claimers_race(db_store, postgres):
+def test_a_concurrency_limit_is_never_exceeded_while_claimers_race(db_store, row_locks):
     limit, queue = 3, "limited"
     ids = bulk_enqueue(db_store, 240, queue=queue)
     ids += bulk_enqueue(db_store, 60, queue="free")  # claimers also fall through to an unlimited queue
@@ -177,7 +180,7 @@ def test_a_concurrency_limit_is_never_exceeded_while_claimers_race(db_store, pos
     assert states(db_store, ids) == {(State.SUCCEEDED, 1): 300}
 
 
-def test_concurrent_expiry_sweepers_dispose_each_lapsed_lease_exactly_once(db_store, postgres):
+def test_concurrent_expiry_sweepers_dispose_each_lapsed_lease_exactly_once(db_store, row_locks):
     ids = bulk_enqueue(db_store, 2000)
     claimed = db_store.claim(
         worker_id="host:0:g:dead", queues=["default"], max_jobs=2000, lease_duration=LEASE, now=T0
@@ -204,7 +207,7 @@ def test_concurrent_expiry_sweepers_dispose_each_lapsed_lease_exactly_once(db_st
     assert inspect(db_store).leased_in("default") == 0
 
 
-def test_racing_reports_and_sweeps_end_each_attempt_exactly_once(db_store, postgres):
+def test_racing_reports_and_sweeps_end_each_attempt_exactly_once(db_store, row_locks):
     """A reporter whose clock says its leases are live races sweepers whose clock says they lapsed."""
     ids = bulk_enqueue(db_store, 1200)
     worker = "host:0:g:slow"
@@ -239,7 +242,7 @@ def test_racing_reports_and_sweeps_end_each_attempt_exactly_once(db_store, postg
     assert inspect(db_store).leased_in("default") == 0
 
 
-def test_no_claim_started_after_a_first_ever_pause_returns_gets_work(db_store, postgres):
+def test_no_claim_started_after_a_first_ever_pause_returns_gets_work(db_store, row_locks):
     queue = "hot"
     bulk_enqueue(db_store, 3000, queue=queue)
     pause_returned, finished = threading.Event(), threading.Event()
@@ -279,9 +282,10 @@ def test_no_claim_started_after_a_first_ever_pause_returns_gets_work(db_store, p
     assert violations == []
     assert claims_started["before"] >= 40 and claims_started["after"] >= 20
     assert 0 < results["pauser"] < 3000
-    if isinstance(db_store, PostgresStore):
-        # Its advisory lock on the queue also makes the pause wait for the claims in flight: they finished
-        # before it returned, and none committed afterwards. The portable store has no lock to take on a
-        # queue with no settings row yet, so a claim that read the settings before the pause may still
-        # commit just after it returns (it is ordered before the pause); one that starts later gets nothing.
+    if isinstance(db_store, PostgresStore | MySQLStore):
+        # Their lock on the queue (an advisory lock, MariaDB's named locks) also makes the pause wait for the
+        # claims in flight: they finished before it returned, and none committed afterwards. The portable
+        # store has no lock to take on a queue with no settings row yet, so a claim that read the settings
+        # before the pause may still commit just after it returns (it is ordered before the pause); one that
+        # starts later gets nothing.
         assert inspect(db_store).leased_in(queue) == results["pauser"]
