@@ -271,15 +271,7 @@ def drain_once(options: Options) -> dict[str, float]:
         started = timezone.now()
         for queue in queues:
             store.resume_queue(queue, actor=ACTOR, now=started)
-        # Done when nothing is scheduled or leased: both reads use an index (the claimable partial index, the
-        # lease table), so a table full of history does not slow the check and disturb the measurement.
-        scheduled = Job.objects.filter(queue__in=queues, state="scheduled")
-        leased = Lease.objects.filter(queue__in=queues)
-        deadline = time.monotonic() + max(600.0, options.jobs / 50)
-        while scheduled.exists() or leased.exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError("the drain did not finish in time")
-            time.sleep(0.01)
+        wait_drained(queues, options)
         finished = Job.objects.filter(queue__in=queues).aggregate(t=Max("terminal_at"))["t"]
         for proc in procs:
             proc.terminate()
@@ -293,6 +285,19 @@ def drain_once(options: Options) -> dict[str, float]:
         "statements_per_job": stats["statements"] / options.jobs,
         "peak_rss_mb": stats["peak_rss_mb"],
     }
+
+
+def wait_drained(queues: list[str], options: Options) -> None:
+    """Until nothing is scheduled or leased in ``queues``. Both reads use an index (the claimable partial
+    index, the lease table), so a table full of history does not slow the check and disturb the
+    measurement."""
+    scheduled = Job.objects.filter(queue__in=queues, state="scheduled")
+    leased = Lease.objects.filter(queue__in=queues)
+    deadline = time.monotonic() + max(600.0, options.jobs / 50)
+    while scheduled.exists() or leased.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the drain did not finish in time")
+        time.sleep(0.01)
 
 
 def drain(options: Options) -> dict[str, float]:

@@ -22,7 +22,7 @@ from django.db import connection
 from django.db.models import Max
 from django.utils import timezone
 
-from ..models import Job, Lease
+from ..models import Job
 from ..store import get_store
 from ..store.contract import JobStore
 from . import harness, jobs
@@ -46,13 +46,7 @@ def drain_round(options: harness.Options, store: JobStore) -> float:
     started = timezone.now()
     for queue in queues:
         store.resume_queue(queue, actor=harness.ACTOR, now=started)
-    scheduled = Job.objects.filter(queue__in=queues, state="scheduled")
-    leased = Lease.objects.filter(queue__in=queues)
-    deadline = time.monotonic() + max(600.0, options.jobs / 50)
-    while scheduled.exists() or leased.exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError("a drain round did not finish in time")
-        time.sleep(0.01)
+    harness.wait_drained(queues, options)
     ended = Job.objects.filter(queue__in=queues, id__gte=first).aggregate(t=Max("terminal_at"))["t"]
     return float(options.jobs / (ended - started).total_seconds())
 

@@ -16,6 +16,7 @@ decided (:func:`check`), so a table that named an illegal move fails loudly, nev
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -34,6 +35,13 @@ def check(before: State, after: State) -> None:
     """Raise :class:`IllegalTransition` unless a job may move from ``before`` to ``after``."""
     if not is_legal(before, after):
         raise IllegalTransition(f"a job cannot move from {before} to {after}")
+
+
+def check_purge(states: Iterable[State]) -> None:
+    """Raise :class:`IllegalTransition` unless every state is final: only a finished job may be deleted."""
+    for state in states:
+        if not state.is_terminal:
+            raise IllegalTransition(f"a purge may only delete finished jobs, not {state}")
 
 
 class Due(enum.Enum):
@@ -124,13 +132,10 @@ def after_attempt(
     """The move for a leased job whose Attempt number ``attempt`` ended in ``kind`` at ``now``."""
     rule = LEASE_ENDINGS[kind, attempt < max_attempts, cancel_requested]
     check(State.LEASED, rule.state)
-    match rule.due:
-        case Due.KEEP:
-            due_at = None
-        case Due.RETRY:
-            due_at = retry.next_attempt_at(attempt, max_attempts, now, key=job_id)
-        case Due.NOW:
-            due_at = now
+    if rule.due is Due.RETRY:  # the backoff is worked out only for a job that will run again
+        due_at = retry.next_attempt_at(attempt, max_attempts, now, key=job_id)
+    else:
+        due_at = now if rule.due is Due.NOW else None
     cause = rule.cause.format(message=message, attempt=attempt)
     return Move(state=rule.state, attempt_delta=rule.attempt_delta, due_at=due_at, cause=cause)
 

@@ -176,11 +176,7 @@ class MemorySchedulingMixin:
             self._fault("purge", "before")
             picked: dict[int, PurgeRule] = {}  # the jobs to delete, in order, and the rule that picked each
             for rule in rules:
-                for state in rule.states:
-                    if not state.is_terminal:
-                        raise transitions.IllegalTransition(
-                            f"a purge may only delete finished jobs, not {state}"
-                        )
+                transitions.check_purge(rule.states)
                 due = [
                     j
                     for j in self._jobs.values()

@@ -287,9 +287,9 @@ class SchedulingMixin:
         for rule in rules:
             if purged >= max_jobs:
                 break
-            for state in rule.states:
-                if not state.is_terminal:  # a table that named a live state would be a bug: never delete
-                    raise transitions.IllegalTransition(f"a purge may only delete finished jobs, not {state}")
+            transitions.check_purge(
+                rule.states
+            )  # a rule that named a live state would be a bug: never delete
             purged += self._purge_rule(rule, max_jobs - purged, dry_run)
         return purged
 

@@ -162,6 +162,18 @@ def test_walkers_give_the_same_ticks_as_a_fresh_walk():
         when = tick
 
 
+def test_a_walker_asked_out_of_order_starts_again_where_it_is_asked():
+    cadence, walkers = Cadence(cron="11 */5 * * *", timezone="America/New_York"), Walkers()
+    for when in (T0 + timedelta(days=40), T0, T0 + timedelta(days=3, minutes=17), T0 + timedelta(days=1)):
+        assert cadence.next_after(when, walkers) == croniter_tick("11 */5 * * *", "America/New_York", when)
+
+
+def croniter_tick(expression: str, zone: str, after: datetime) -> datetime:
+    """The next tick by a fresh croniter walk (no DST edge near these times)."""
+    wall = after.astimezone(ZoneInfo(zone)).replace(tzinfo=None)
+    return croniter(expression, wall).get_next(datetime).replace(tzinfo=ZoneInfo(zone)).astimezone(UTC)
+
+
 # -- the planner ---------------------------------------------------------------------------------------
 
 HOURLY = Cadence(cron="0 * * * *")

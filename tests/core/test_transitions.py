@@ -26,6 +26,7 @@ from backwave_django.core.transitions import (
     cancel_cause,
     cancel_effect,
     check,
+    check_purge,
 )
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -260,3 +261,10 @@ def test_a_doctored_requeue_table_is_refused_when_it_is_read(monkeypatch):
     monkeypatch.setattr(transitions, "REQUEUES", REQUEUES | {S.SUCCEEDED})
     with pytest.raises(IllegalTransition, match="from succeeded to scheduled"):
         can_requeue(S.SUCCEEDED)
+
+
+def test_a_purge_may_name_only_final_states():
+    check_purge([S.SUCCEEDED, S.CANCELLED, S.DEAD_LETTERED, S.QUARANTINED])
+    for live in (S.SCHEDULED, S.AWAITING_PARENT, S.LEASED):
+        with pytest.raises(IllegalTransition, match="only delete finished jobs"):
+            check_purge([S.SUCCEEDED, live])
