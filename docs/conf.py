@@ -108,7 +108,7 @@ NAVIGATION: dict[str, list[str]] = {
         "reference/docstrings/testing",
         "reference/docstrings/core",
     ],
-    "Explanation": ["explanation/design", "explanation/states", "performance"],
+    "Explanation": ["explanation/design", "explanation/states", "explanation/simulator", "performance"],
 }
 
 
