@@ -61,6 +61,21 @@ class Job(models.Model):
         max_length=128, null=True, blank=True, help_text="The schedule that minted it, if one did."
     )
     scheduled_for = models.DateTimeField(null=True, blank=True, help_text="The tick it was minted for.")
+    priority = models.SmallIntegerField(
+        default=0, help_text="Claim order within its queue: higher first, from -100 to 100."
+    )
+    unique_key = models.CharField(
+        max_length=255,
+        null=True,
+        blank=True,
+        help_text="At most one unfinished job per wire name holds a key; empty: no key.",
+    )
+    output = models.TextField(
+        null=True, blank=True, help_text="What the handler returned, as JSON (succeeded jobs only)."
+    )
+    trace_context = models.TextField(
+        blank=True, default="", help_text="The trace context it was enqueued in (W3C headers, as JSON)."
+    )
 
     objects = JobQuerySet.as_manager()
 
@@ -115,6 +130,12 @@ class Job(models.Model):
                 fields=["schedule", "scheduled_for"],
                 condition=Q(schedule__isnull=False),
                 name="backwave_job_schedule_tick",
+            ),
+            # A unique key is held by at most one unfinished job of a wire name; a finished job frees it.
+            models.UniqueConstraint(
+                fields=["wire_name", "unique_key"],
+                condition=Q(unique_key__isnull=False, state__in=["scheduled", "awaiting_parent", "leased"]),
+                name="backwave_job_unique_live",
             ),
         ]
 
@@ -196,6 +217,10 @@ class Outcome(models.Model):
     state_after = models.CharField(max_length=16, choices=Job.State.choices)
     message = models.TextField(blank=True, default="", help_text="The short reason: an error's first line.")
     detail = models.TextField(blank=True, default="", help_text="A failure's traceback, at most 8 KiB.")
+    error_type = models.CharField(
+        max_length=255, blank=True, default="", help_text="A failure's exception class, as a dotted path."
+    )
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When the Attempt began (its claim).")
     recorded_at = models.DateTimeField()
 
     class Meta:
