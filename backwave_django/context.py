@@ -26,14 +26,18 @@ class AttemptScope:
     def __init__(self) -> None:
         self._stack = ExitStack()
         self._resources: dict[Callable[[], Any], Any] = {}
+        self.used = False  #: something was registered: closing it is more than a no-op
 
     def callback(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+        self.used = True
         self._stack.callback(fn, *args, **kwargs)
 
     def enter_context(self, manager: AbstractContextManager[T]) -> T:
+        self.used = True
         return self._stack.enter_context(manager)
 
     def resource(self, factory: Callable[[], T]) -> T:
+        self.used = True
         if factory not in self._resources:
             value = factory()
             if isinstance(value, AbstractContextManager):

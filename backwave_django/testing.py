@@ -44,7 +44,7 @@ from .schedules import sync as sync_schedules
 from .shell.executor import Attempt, Executor
 from .shell.pump import misfire_grace
 from .shell.runner import CommandRunner
-from .shell.scope import AttemptResult, DatabaseGuard
+from .shell.scope import AttemptResult, DatabaseGuard, call_handler
 from .store import get_store
 from .store.contract import JobStore
 
@@ -118,7 +118,13 @@ class TestPump:
         self._claims = 0  # claims answered so far
         self._walkers = Walkers()
         self._fifo: deque[ev.Event] = deque()
-        self.executor = Executor(registry, worker_id, lambda: self.now, self._run_in_savepoint)
+        self.executor = Executor(
+            registry,
+            worker_id,
+            lambda: self.now,
+            self._run_in_savepoint,
+            max_output_bytes=settings.max_output_bytes,
+        )
         if schedules:  # BACKWAVE['SCHEDULES'], as a worker starting now would store them
             sync_schedules(self.store, settings, registry, now=self._now)
         self.runner = CommandRunner(
@@ -234,7 +240,7 @@ class TestPump:
         try:
             with self._savepoint():
                 try:
-                    registration.execute(arguments, context)
+                    value = call_handler(registration, arguments, context)
                 finally:
                     context.scope.close()
         except KeyboardInterrupt:
@@ -242,7 +248,7 @@ class TestPump:
         except BaseException as exc:
             self._errors[context.job_id] = exc
             return AttemptResult.failed(exc)
-        return AttemptResult()
+        return AttemptResult(value=value)
 
     def _savepoint(self) -> AbstractContextManager[Any]:
         """A savepoint on the store's database; none for a store without one (the memory store)."""

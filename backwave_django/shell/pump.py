@@ -35,9 +35,10 @@ from ..core.text import describe
 from ..registry import Registry
 from ..store.contract import JobStore
 from .clock import Clock, SystemClock
-from .executor import Attempt, Executor
+from .executor import DEFAULT_MAX_OUTPUT_BYTES, Attempt, Executor
+from .loop import AttemptLoop
 from .runner import CommandRunner
-from .scope import run_attempt
+from .scope import run_attempt, run_attempt_async
 from .workers import WorkerPool
 
 logger = logging.getLogger("backwave.pump")
@@ -86,6 +87,7 @@ class Pump:
         clock: Clock | None = None,
         threads: bool = True,
         retention: tuple[RetentionRule, ...] = (),
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     ) -> None:
         self.group = group
         self.index = index
@@ -108,7 +110,15 @@ class Pump:
                 misfire_grace=misfire_grace(group.maintenance_interval),
             )
         )
-        self.executor = Executor(registry, self.worker_id, self.clock.now, run_attempt)
+        self.executor = Executor(
+            registry,
+            self.worker_id,
+            self.clock.now,
+            run_attempt,
+            async_runner=run_attempt_async,
+            max_output_bytes=max_output_bytes,
+        )
+        self._loop = AttemptLoop(f"backwave-{group.name}-{index}-async")
         self.started_at = self.clock.now()
         self.runner = CommandRunner(
             store=store,
@@ -250,7 +260,9 @@ class Pump:
     # -- what the runner asks of its host ---------------------------------------------------------------
 
     def launch(self, attempt: Attempt) -> None:
-        if self._pool is None:
+        if attempt.registration.is_async and self.threads:
+            attempt.task = self._loop.submit(self._async_task(attempt))
+        elif self._pool is None:
             self._task(attempt)
         else:
             self._pool.submit(lambda: self._task(attempt))
@@ -261,6 +273,11 @@ class Pump:
             self._events.put(event)
         return attempt.abandoned
 
+    async def _async_task(self, attempt: Attempt) -> None:
+        event = await self.executor.run_async(attempt)
+        if event is not None:
+            self._events.put(event)
+
     def wake_at(self, at: datetime) -> None:
         self._deadlines[TIMER] = self.clock.monotonic() + (at - self.clock.now()).total_seconds()
 
@@ -269,7 +286,7 @@ class Pump:
             "%s: gave up on job %s (%s) attempt %d; its handler is cut off from the database",
             self.worker_id, attempt.job.id, attempt.job.wire_name, attempt.job.attempt,
         )  # fmt: skip
-        if self._pool is not None:
+        if self._pool is not None and not attempt.registration.is_async:  # an async one holds no thread
             self._pool.abandoned()
 
     def _threads_changed(self, stuck: int, unreplaced: int) -> None:
@@ -294,10 +311,12 @@ class Pump:
             wakeups.unsubscribe(self._hint_token)
         if self._ending is Health.HALTED:
             for attempt in self.executor.running():
-                attempt.token.set()  # its result will not be reported; the leases lapse
+                attempt.stop()  # its result will not be reported; the leases lapse
         if self._pool is not None:
             stuck = self._pool.close(wait=self._ending is not Health.HALTED, timeout=1.0)
             self.stuck_threads = len(stuck)
+        if not self._loop.close():
+            self.stuck_threads += 1
         if self.store.using in connections.settings:  # a database store: this thread's connection
             connections[self.store.using].close()
         self._done.set()

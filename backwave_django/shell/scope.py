@@ -9,16 +9,26 @@ While the handler runs, a :class:`DatabaseGuard` sits on this thread's connectio
 the Attempt (a timeout it ignored, a lost lease, the end of a shutdown), it revokes the guard before the job's
 lease is given up: every statement the handler sends from then on raises :class:`AttemptRevoked`, and the
 store cuts off any transaction it holds open, so nothing it does afterwards is committed.
+
+An ``async def`` handler runs on the Pump's event loop instead (:func:`run_attempt_async`), inside its own
+``ThreadSensitiveContext``: the ORM calls it makes through Django's async API (``sync_to_async``) run on a
+thread of this Attempt's own, created at the first one, whose connections get the guard as they open and are
+closed when the Attempt ends, as Django's ASGI handler does for a request. An Attempt that never touches the
+database costs no thread at all.
 """
 
 from __future__ import annotations
 
+import contextvars
+import inspect
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import ThreadSensitiveContext, async_to_sync, sync_to_async
 from django.db import connections
+from django.db.backends.signals import connection_created
 
 from ..context import JobContext
 from ..core.text import describe, format_traceback
@@ -45,6 +55,12 @@ class DatabaseGuard:
         """In the handler's thread, before it runs."""
         self.sessions = list(connections.all())
         for session in self.sessions:
+            session.execute_wrappers.append(self._check)
+
+    def adopt(self, session: Any) -> None:
+        """A connection an async Attempt's thread opened: guard it too (from ``connection_created``)."""
+        if session not in self.sessions:
+            self.sessions.append(session)
             session.execute_wrappers.append(self._check)
 
     def uninstall(self) -> None:
@@ -74,15 +90,54 @@ class DatabaseGuard:
 
 @dataclass(frozen=True, slots=True)
 class AttemptResult:
-    """How the handler call ended: ``error`` is None on success; ``message`` and ``detail`` are storable."""
+    """How the handler call ended: ``error`` is None on success, and ``value`` what it returned; ``message``,
+    ``detail`` (the traceback) and ``error_type`` (the exception's class) are storable."""
 
     error: BaseException | None = None
     message: str = ""
     detail: str = ""
+    error_type: str = ""
+    value: Any = None
+    output: str | None = None  # the value, encoded (by the executor)
 
     @classmethod
     def failed(cls, error: BaseException) -> AttemptResult:
-        return cls(error=error, message=describe(error), detail=format_traceback(error))
+        return cls(
+            error=error, message=describe(error), detail=format_traceback(error), error_type=class_path(error)
+        )
+
+
+def class_path(error: BaseException) -> str:
+    """``module.QualifiedName`` of the exception's class (as Django's ``TaskError`` records); never raises."""
+    kind = type(error)
+    module, name = getattr(kind, "__module__", None), getattr(kind, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(name, str):
+        return describe(error).split(":", 1)[0]
+    return name if module == "builtins" else f"{module}.{name}"
+
+
+class AwaitableReturned(TypeError):
+    """A handler that is not ``async def`` returned an awaitable, which nothing would ever await."""
+
+
+def call_handler(registration: JobRegistration, arguments: dict[str, Any], context: JobContext) -> Any:
+    """Call the handler in this thread and return what it returned. An async handler's coroutine is run to
+    its end on an event loop of its own (the test pump's way; the Pump runs them on its loop instead)."""
+    value = registration.execute(arguments, context)
+    if not inspect.isawaitable(value):
+        return value
+    if registration.is_async:
+        return async_to_sync(_awaited)(value)
+    if inspect.iscoroutine(value):
+        value.close()  # never awaited: say so in the outcome, not in a RuntimeWarning
+    raise AwaitableReturned(
+        f"{registration.handler_path} returned {type(value).__name__}, an awaitable that nothing awaits; "
+        "declare the handler with async def so that it is run as a coroutine"
+    )
+
+
+async def _awaited(value: Any) -> Any:
+    return await value
 
 
 def close_connections() -> None:
@@ -118,21 +173,83 @@ def run_attempt(
     guard.install()
     try:
         attempt_started.send(sender=registration, context=context)
-        registration.execute(arguments, context)
+        result = AttemptResult(value=call_handler(registration, arguments, context))
     except BaseException as exc:  # the handler's failure is an outcome, not a crash of the pump
         result = AttemptResult.failed(exc)
     finally:
         try:
-            context.scope.close()
-        except BaseException as exc:
-            logger.error("a clean-up registered by job %s failed: %s", context.job_id, describe(exc))
-            if result.error is None:
-                result = AttemptResult.failed(exc)
-        try:
-            for receiver, error in attempt_finished.send_robust(sender=registration, context=context):
-                if isinstance(error, Exception):
-                    logger.error("an attempt_finished receiver (%r) raised: %s", receiver, describe(error))
+            result = _end_of_attempt(registration, context, result)
         finally:
             guard.uninstall()
             close_connections()
     return result
+
+
+def _end_of_attempt(
+    registration: JobRegistration, context: JobContext, result: AttemptResult
+) -> AttemptResult:
+    """Close what the handler registered on its scope and send ``attempt_finished``; a clean-up that raises
+    fails an Attempt that had succeeded."""
+    try:
+        context.scope.close()
+    except BaseException as exc:
+        logger.error("a clean-up registered by job %s failed: %s", context.job_id, describe(exc))
+        if result.error is None:
+            result = AttemptResult.failed(exc)
+    for receiver, error in attempt_finished.send_robust(sender=registration, context=context):
+        if isinstance(error, Exception):
+            logger.error("an attempt_finished receiver (%r) raised: %s", receiver, describe(error))
+    return result
+
+
+#: The guard of the async Attempt whose code is running (a context variable: sync_to_async carries it into
+#: the Attempt's thread, where ``connection_created`` reads it).
+_current_guard: contextvars.ContextVar[DatabaseGuard | None] = contextvars.ContextVar(
+    "backwave_attempt_guard", default=None
+)
+
+
+def _guard_new_connection(sender: Any, connection: Any, **kwargs: Any) -> None:
+    guard = _current_guard.get()
+    if guard is not None:
+        guard.adopt(connection)
+
+
+connection_created.connect(_guard_new_connection, dispatch_uid="backwave_async_attempt_guard")
+
+
+async def run_attempt_async(
+    registration: JobRegistration, arguments: dict[str, Any], context: JobContext, guard: DatabaseGuard
+) -> AttemptResult:
+    """Run one ``async def`` handler call inside a fresh scope on the running event loop; never raises.
+
+    Cancelling the task running it (an operator's cancel, a timeout, the shutdown) raises CancelledError
+    inside the handler, which ends the Attempt like any exception."""
+    result = AttemptResult()
+    token = _current_guard.set(guard)
+    try:
+        async with ThreadSensitiveContext():  # this Attempt's own thread for sync_to_async, made when used
+            try:
+                if attempt_started.has_listeners():
+                    await sync_to_async(attempt_started.send)(sender=registration, context=context)
+                result = AttemptResult(value=await registration.execute(arguments, context))
+            except BaseException as exc:  # CancelledError included: it ends this Attempt, nothing else
+                result = AttemptResult.failed(exc)
+            if guard.sessions or context.scope.used or attempt_finished.has_listeners():
+                result = await sync_to_async(_end_of_async_attempt)(registration, context, result, guard)
+    except BaseException as exc:  # a cancel that landed in the clean-up: the Attempt still ends once
+        result = result if result.error is not None else AttemptResult.failed(exc)
+    finally:
+        _current_guard.reset(token)
+    return result
+
+
+def _end_of_async_attempt(
+    registration: JobRegistration, context: JobContext, result: AttemptResult, guard: DatabaseGuard
+) -> AttemptResult:
+    """In the Attempt's own thread: its clean-ups and signal, then its connections closed."""
+    try:
+        return _end_of_attempt(registration, context, result)
+    finally:
+        guard.uninstall()
+        close_connections()

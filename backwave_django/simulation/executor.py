@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..core import events as ev
 from ..core.driver import TIMEOUT_GRACE
 from ..core.records import ClaimedJob, OutcomeReport
+from ..store.contract import OutcomeDetail
 from .handlers import Attempt, Pool, behaviour
 from .scenario import ROUTABLE
 
@@ -89,9 +90,9 @@ class Executor:
         self.details[job.id, job.attempt] = attempt.detail
         pump.post(ev.ExecutionFailed(now=pump.wall(), job_id=job.id, message=message))
 
-    def details_for(self, reports: Sequence[OutcomeReport]) -> dict[int, str]:
+    def details_for(self, reports: Sequence[OutcomeReport]) -> dict[int, OutcomeDetail]:
         found = ((r.job_id, self.details.get((r.job_id, r.attempt))) for r in reports)
-        return {job_id: detail for job_id, detail in found if detail}
+        return {job_id: OutcomeDetail(traceback=detail) for job_id, detail in found if detail}
 
     def forget_details(self, reports: Sequence[OutcomeReport]) -> None:
         for report in reports:

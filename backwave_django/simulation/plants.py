@@ -20,7 +20,7 @@ from ..core.records import OutcomeKind, OutcomeReport
 from ..core.retry import MAX_ATTEMPTS_LIMIT, RetryPolicy
 from ..core.transitions import LEASE_ENDINGS
 from ..store import changes
-from ..store.contract import LeaseView, ReportResult
+from ..store.contract import LeaseView, OutcomeDetail, ReportResult
 from ..store.memory import MemoryStore
 from .run import Outcome, Plant, run
 
@@ -78,7 +78,7 @@ class _ReleaseCharges(MemoryStore):
         reports: Sequence[OutcomeReport],
         retry: RetryPolicy,
         now: datetime,
-        details: Mapping[int, str] | None = None,
+        details: Mapping[int, OutcomeDetail] | None = None,
     ) -> ReportResult:
         rows = {key: rule for key, rule in LEASE_ENDINGS.items() if key[0] is OutcomeKind.RELEASED}
         LEASE_ENDINGS.update({key: replace(rule, attempt_delta=0) for key, rule in rows.items()})
