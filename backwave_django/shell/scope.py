@@ -140,8 +140,9 @@ async def _awaited(value: Any) -> Any:
     return await value
 
 
-def close_connections() -> None:
-    """After an Attempt: roll back what the handler left open, then close as Django does after a request."""
+def close_connections(*, keep: bool = True) -> None:
+    """After an Attempt: roll back what the handler left open, then close as Django does after a request
+    (``keep``), or close for good (the thread of an async Attempt, which ends with it)."""
     for conn in connections.all(initialized_only=True):
         if conn.connection is None:
             continue
@@ -159,7 +160,10 @@ def close_connections() -> None:
             elif not conn.get_autocommit():
                 conn.rollback()
                 conn.set_autocommit(True)
-            conn.close_if_unusable_or_obsolete()
+            if keep:
+                conn.close_if_unusable_or_obsolete()
+            else:
+                conn.close()
         except Exception:
             logger.exception("closing connection %r after an Attempt failed; closing it hard", conn.alias)
             conn.close()
@@ -252,4 +256,4 @@ def _end_of_async_attempt(
         return _end_of_attempt(registration, context, result)
     finally:
         guard.uninstall()
-        close_connections()
+        close_connections(keep=False)  # this thread ends with the Attempt: nothing can reuse them

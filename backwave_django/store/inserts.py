@@ -8,7 +8,11 @@ failed insert), inserts in a savepoint when there is none, and if a concurrent e
 the two, the index refuses the insert and the store reads the holder again. A rollback of the caller's
 transaction takes the key with it, so no lock can be left behind.
 
-Jobs are written in the order given, so ids (the claim order's tiebreak) follow it.
+Plain jobs are written in the order given, so their ids (the claim order's tiebreak) follow it; keyed
+jobs come after them, in the order of their keys, so that concurrent batches sharing keys lock them in one
+order and never deadlock each other. (Two transactions of the caller's that enqueue the same keys one call at
+a time, in opposite orders, can still deadlock, like any two transactions writing the same rows: the database
+then rolls one back.)
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from django.db import IntegrityError, transaction
 from ..core.states import LIVE_STATES
 from ..models import Job
 from .contract import EnqueuedJob, NewJob, StoreError
+from .order import inserts_order
 
 if TYPE_CHECKING:
     from .django import DjangoStore
@@ -51,51 +56,44 @@ def insert_all(
     now: datetime,
     insert_keyed: Callable[[NewJob, datetime], int | None],
 ) -> list[EnqueuedJob]:
-    """Write ``jobs`` in order (plain runs through ``bulk_create``, keyed jobs through ``insert_keyed``, which
-    returns the new id or None when an unfinished job holds the key)."""
-    done: list[EnqueuedJob] = []
-    run: list[Job] = []
+    """Write ``jobs``: the plain ones in one bulk insert, in the order given, then the keyed ones one by one
+    through ``insert_keyed`` (which returns the new id, or None when an unfinished job holds the key), in the
+    order of their (wire name, key), so that two transactions enqueueing the same keys never deadlock."""
+    done: list[EnqueuedJob | None] = [None] * len(jobs)
+    order = inserts_order(jobs)
+    plain = [i for i in order if jobs[i].unique_key is None]
+    rows = [new_row(jobs[i], now) for i in plain]
+    if rows:
+        largest = max(len(row.payload) + len(row.wire_name) for row in rows)
+        Job.objects.using(store.using).bulk_create(rows, batch_size=store._insert_batch_size(largest))
+        for i, row in zip(plain, rows, strict=True):
+            done[i] = EnqueuedJob(id=row.id)
     holders: dict[tuple[str, str], int] = {}  # keys taken earlier in this batch
-
-    def flush() -> None:
-        if run:
-            largest = max(len(row.payload) + len(row.wire_name) for row in run)
-            batch = store._insert_batch_size(largest)
-            Job.objects.using(store.using).bulk_create(run, batch_size=batch)
-            done.extend(EnqueuedJob(id=row.id) for row in run)
-            run.clear()
-
-    for new in jobs:
-        if new.unique_key is None:
-            run.append(new_row(new, now))
-            continue
-        flush()
-        key = (new.wire_name, new.unique_key)
+    for i in order[len(plain) :]:
+        key = _key(jobs[i])
         if key not in holders:
-            holders[key] = _keyed(store, new, now, insert_keyed, done)
+            done[i] = _keyed(store, jobs[i], now, insert_keyed)
+            holders[key] = done[i].id  # type: ignore[union-attr]
         else:
-            done.append(EnqueuedJob(id=holders[key], duplicate=True))
-    flush()
-    return done
+            done[i] = EnqueuedJob(id=holders[key], duplicate=True)
+    return [result for result in done if result is not None]
+
+
+def _key(new: NewJob) -> tuple[str, str]:
+    return new.wire_name, new.unique_key or ""
 
 
 def _keyed(
-    store: DjangoStore,
-    new: NewJob,
-    now: datetime,
-    insert_keyed: Callable[[NewJob, datetime], int | None],
-    done: list[EnqueuedJob],
-) -> int:
+    store: DjangoStore, new: NewJob, now: datetime, insert_keyed: Callable[[NewJob, datetime], int | None]
+) -> EnqueuedJob:
     assert new.unique_key is not None
     for _ in range(KEYED_TRIES):
         holder = live_holder(store, new.wire_name, new.unique_key)
         if holder is not None:
-            done.append(EnqueuedJob(id=holder, duplicate=True))
-            return holder
+            return EnqueuedJob(id=holder, duplicate=True)
         job_id = insert_keyed(new, now)
         if job_id is not None:
-            done.append(EnqueuedJob(id=job_id))
-            return job_id
+            return EnqueuedJob(id=job_id)
     raise StoreError(
         f"the unique key {new.unique_key!r} of {new.wire_name!r} changed hands {KEYED_TRIES} times while it "
         "was being enqueued; nothing was written for it. Try again."

@@ -52,6 +52,7 @@ from .contract import (
     StoreError,
 )
 from .memory_scheduling import MemorySchedulingMixin
+from .order import inserts_order
 
 
 class TransientFault(ConnectionError):
@@ -215,11 +216,13 @@ class MemoryStore(MemorySchedulingMixin):
             check_new_job(new, max_payload_bytes)
         with self._lock:
             self._fault("enqueue", "before")
-            ids, due = [], set()
-            for new in jobs:
+            done: dict[int, EnqueuedJob] = {}
+            due = set()
+            for position in inserts_order(jobs):  # the database stores' order: plain jobs, then by key
+                new = jobs[position]
                 holder = self._keys.get((new.wire_name, new.unique_key)) if new.unique_key else None
                 if holder is not None:
-                    ids.append(EnqueuedJob(id=holder, duplicate=True))
+                    done[position] = EnqueuedJob(id=holder, duplicate=True)
                     continue
                 job_id, self._next_id = self._next_id, self._next_id + 1
                 self._put(JobView(
@@ -228,14 +231,14 @@ class MemoryStore(MemorySchedulingMixin):
                     created_at=now, terminal_at=None, terminal_cause="", cancel_requested=False,
                     timeout=new.timeout, priority=new.priority, unique_key=new.unique_key,
                 ))  # fmt: skip
-                ids.append(EnqueuedJob(id=job_id))
+                done[position] = EnqueuedJob(id=job_id)
                 if new.due_at <= now:
                     due.add(new.queue)
                 self._observed("enqueue", now, None, self._jobs[job_id])
             self._fault("enqueue", "after")
         if due and self.hints is not None:
             self.hints(sorted(due))
-        return ids
+        return [done[position] for position in range(len(jobs))]
 
     # -- the Pump's cycle ---------------------------------------------------------------------------
 

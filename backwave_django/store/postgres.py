@@ -135,8 +135,7 @@ CHANGES = """
 
 _MOVE_AND_LOG = """
 chosen AS (
-    SELECT c.job_id, c.attempt, c.kind, c.worker, c.detail, c.error_type, {started} AS started_at,
-           CASE WHEN j.cancel_requested THEN NULL ELSE c.output END AS output,
+    SELECT c.job_id, c.attempt, c.kind, c.worker, c.detail, c.error_type, {started} AS started_at, c.output,
            CASE WHEN j.cancel_requested THEN c.state_c ELSE c.state END AS state,
            CASE WHEN j.cancel_requested THEN c.due_at_c ELSE c.due_at END AS due_at,
            CASE WHEN j.cancel_requested THEN c.cause_c ELSE c.cause END AS cause,
