@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from .. import conf
 from ..models import Job, Lease, Outcome, QueueSettings
+from ..registry import JobFunction
 from ..store import get_store
 from ..store.contract import JobStore
 from . import jobs
@@ -254,11 +255,12 @@ def preload(options: Options, store: JobStore) -> None:
     for queue in queues:
         store.pause_queue(queue, actor=ACTOR, now=timezone.now())
     registered = jobs.register()
-    handler, payload = {
+    workloads: dict[str, tuple[JobFunction[..., Any], dict[str, Any]]] = {
         "noop": (registered.noop, {}),
         "sleep": (registered.sleep, {"ms": 10}),
         "async-sleep": (registered.async_sleep, {"ms": 50}),  # await asyncio.sleep(0.05)
-    }[options.workload]
+    }
+    handler, payload = workloads[options.workload]
     for index, queue in enumerate(queues):
         share = options.jobs // len(queues) + (index < options.jobs % len(queues))
         for offset in range(0, share, 5000):
