@@ -62,6 +62,7 @@ class JobContext:
     __slots__ = (
         "_cancelled",
         "attempt",
+        "enqueued_at",
         "job_id",
         "max_attempts",
         "queue",
@@ -82,6 +83,7 @@ class JobContext:
         worker_id: str = "",
         cancelled: threading.Event | None = None,
         scheduled_for: datetime | None = None,
+        enqueued_at: datetime | None = None,
     ) -> None:
         self.job_id = job_id
         self.attempt = attempt
@@ -90,6 +92,7 @@ class JobContext:
         self.max_attempts = max_attempts
         self.worker_id = worker_id
         self.scheduled_for = scheduled_for  # the tick a schedule minted this job for, else None
+        self.enqueued_at = enqueued_at  # when the job was enqueued
         self.scope = AttemptScope()
         self._cancelled = cancelled or threading.Event()
 

@@ -140,7 +140,11 @@ class Registry:
         try:
             return self._by_wire_name[wire_name]
         except KeyError:
-            raise UnknownJob(f"no job is registered under the wire name {wire_name!r}") from None
+            raise UnknownJob(
+                f"no job is registered under the wire name {wire_name!r} in this process; a worker imports "
+                "each installed app's jobs.py (and tasks.py, with the django.tasks backend) when it starts: "
+                "define the job or task there, or import it from there"
+            ) from None
 
     def __contains__(self, wire_name: object) -> bool:
         return wire_name in self._by_wire_name

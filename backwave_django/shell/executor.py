@@ -116,6 +116,7 @@ class Executor:
             worker_id=self.worker_id,
             cancelled=token,
             scheduled_for=job.scheduled_for,
+            enqueued_at=job.created_at,
         )
         attempt = Attempt(job, registration, arguments, context, token, DatabaseGuard(job.id))
         with self._lock:

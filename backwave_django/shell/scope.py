@@ -113,7 +113,7 @@ def class_path(error: BaseException) -> str:
     module, name = getattr(kind, "__module__", None), getattr(kind, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(name, str):
         return describe(error).split(":", 1)[0]
-    return name if module == "builtins" else f"{module}.{name}"
+    return f"{module}.{name}"  # builtins too: Django's TaskError imports the class by this path
 
 
 class AwaitableReturned(TypeError):

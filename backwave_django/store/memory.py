@@ -286,7 +286,7 @@ class MemoryStore(MemorySchedulingMixin):
         return ClaimedJob(
             id=job.id, wire_name=job.wire_name, queue=job.queue, payload=job.payload, attempt=job.attempt,
             max_attempts=job.max_attempts, due_at=job.due_at, timeout=job.timeout,
-            scheduled_for=job.scheduled_for,
+            scheduled_for=job.scheduled_for, created_at=job.created_at,
         )  # fmt: skip
 
     def report(

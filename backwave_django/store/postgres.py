@@ -112,12 +112,12 @@ WITH picked AS (
     UPDATE backwave_django_job j SET state = 'leased', attempt = j.attempt + 1
     FROM picked WHERE j.id = picked.id
     RETURNING j.id, j.wire_name, j.queue, j.payload, j.attempt, j.max_attempts, j.due_at, j.timeout,
-        j.scheduled_for, j.priority
+        j.scheduled_for, j.created_at, j.priority
 ), leased AS (
     INSERT INTO backwave_django_lease (job_id, queue, owner, attempt, claimed_at, expires_at)
     SELECT id, queue, %(owner)s, attempt, %(now)s, %(expires)s FROM claimed
 )
-SELECT id, wire_name, queue, payload, attempt, max_attempts, due_at, timeout, scheduled_for
+SELECT id, wire_name, queue, payload, attempt, max_attempts, due_at, timeout, scheduled_for, created_at
 FROM claimed ORDER BY priority DESC, due_at, id
 """
 

@@ -72,7 +72,7 @@ def test_a_failed_attempt_records_its_exception_class_and_when_it_began():
 
     first = Outcome.objects.filter(job=job).order_by("attempt").first()
     assert first is not None
-    assert (first.error_type, first.started_at) == ("ValueError", started)
+    assert (first.error_type, first.started_at) == ("builtins.ValueError", started)
 
 
 def test_the_test_pump_runs_async_handlers_and_stores_what_they_return():
@@ -89,4 +89,4 @@ def test_the_test_pump_runs_async_handlers_and_stores_what_they_return():
     assert (added.state, added.output) == (Job.State.SUCCEEDED, 5)
     assert (orm.state, orm.output) == (Job.State.SUCCEEDED, 1)  # its write is in the test's transaction
     assert failing.state == Job.State.SCHEDULED  # failed once, retried later
-    assert Outcome.objects.get(job=failing).error_type == "LookupError"
+    assert Outcome.objects.get(job=failing).error_type == "builtins.LookupError"

@@ -51,7 +51,7 @@ def test_an_async_failure_is_retried_with_its_exception_class_recorded(settings)
         wait_until(lambda: Job.objects.get(id=job.id).state == "dead_lettered", timeout=30)
     outcomes = list(Outcome.objects.filter(job=job).order_by("attempt"))
     assert [o.kind for o in outcomes] == ["failed", "failed"]
-    assert {o.error_type for o in outcomes} == {"LookupError"}
+    assert {o.error_type for o in outcomes} == {"builtins.LookupError"}
     assert "async attempt 2 failed" in Job.objects.get(id=job.id).terminal_cause
 
 
