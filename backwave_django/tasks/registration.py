@@ -4,7 +4,8 @@ each Attempt.
 
 A task is registered when Django builds it (``@task`` at import time calls the backend's
 ``validate_task``), so a worker knows every task of the modules it imports: each installed app's ``jobs.py``
-and ``tasks.py`` (``apps.py``). A stored module path is never imported by a worker: a task it does not know is quarantined.
+and ``tasks.py`` (``apps.py``). A stored module path is never imported by a worker: a task it does not
+know is quarantined.
 
 Around each Attempt the worker sends ``task_started`` and ``task_finished`` with a ``TaskResult`` as it stands
 then, and a task that ``takes_context`` receives a ``TaskContext`` whose ``attempt`` is the Attempt's number.
