@@ -128,7 +128,11 @@ class MemorySchedulingMixin:
         return self._insert_runs(stored.definition, decision.ticks, now)
 
     def _insert_runs(
-        self, definition: ScheduleDefinition, ticks: Sequence[datetime], now: datetime, operation: str = "mint"
+        self,
+        definition: ScheduleDefinition,
+        ticks: Sequence[datetime],
+        now: datetime,
+        operation: str = "mint",
     ) -> int:
         inserted = 0
         for tick in ticks:
