@@ -88,6 +88,7 @@ class SimPump:
         now = sim.timeline.now
         self.periods = {POLL: us(spec.poll), HEARTBEAT: us(spec.heartbeat), MAINTENANCE: us(spec.maintenance)}
         self.deadlines = {POLL: now, HEARTBEAT: now + self.periods[HEARTBEAT], MAINTENANCE: now}
+        self.soonest = now  # min(deadlines): a turn before it has no timer to fire
         self.poll_pending = self.since_idle = self.busy = False
         self.alive = True
         self.ending: Health | None = None
@@ -170,14 +171,15 @@ class SimPump:
         if self.node.stalled_until > now:
             self._turn_at_or_before(self.node.stalled_until)
             return
-        self._fire_timers(now)
+        if now >= self.soonest:
+            self._fire_timers(now)
         if self.since_idle and not self.inbox:
             self.since_idle = False
             self.inbox.append(IDLE)
         if self.inbox:
             self._handle(self.inbox.popleft())
         else:
-            self._turn_at_or_before(min(self.deadlines.values()))
+            self._turn_at_or_before(self.soonest)
 
     def _fire_timers(self, now: int) -> None:
         for marker, deadline in list(self.deadlines.items()):
@@ -192,6 +194,7 @@ class SimPump:
                 self.request_poll()
             else:
                 self.inbox.append(marker)
+        self.soonest = min(self.deadlines.values())
 
     def _handle(self, item: str | ev.Event) -> None:
         if item != IDLE:
@@ -261,6 +264,7 @@ class SimPump:
                 self.request_poll()
             case cmd.WakeAt(at=at):
                 self.deadlines[TIMER] = self.sim.timeline.now + between(at, self.wall())
+                self.soonest = min(self.deadlines.values())
             case cmd.RecordStatus(health=health, detail=detail):
                 self.last_status = health
                 return self._record(health, detail)
