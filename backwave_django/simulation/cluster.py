@@ -19,24 +19,20 @@ from datetime import datetime, timedelta
 
 from ..core import events as ev
 from ..core.driver import FINAL_FLUSH_WINDOW, STOP_WINDOW, NodeDriver
-from ..core.states import State
-from ..store.contract import NewJob
 from ..store.memory import MemoryStore, TransientFault
+from .actors import Client, Operator
 from .calendar import ROUTABLE, definitions
 from .connection import LATE_COMMIT_MAX, Connection
 from .invariants import Checker, Violation
 from .plan import FaultPlan, Params
 from .pump import SimPump
-from .scenario import JobSpec, Scenario
+from .scenario import Scenario
 from .timeline import Timeline, us
 
 #: A run that needs more actions than this is stuck in a loop that virtual time does not advance.
 MAX_ACTIONS = 2_000_000
-OPERATOR_ACTIONS = ("pause", "resume", "limit", "unlimit", "cancel", "requeue")
-RETRY_ENQUEUE = us(1.0)
 #: A node whose start failed (its schedule sync met a store fault) is started again this much later.
 RETRY_START = us(1.0)
-SCHEDULE_ACTIONS = ("pause", "resume", "trigger")
 #: With schedules, the healed cluster mints this long once every node is up, before the drain stops minting.
 SETTLE = us(10.0)
 
@@ -319,138 +315,3 @@ class Node:
             self.sim.note(self.site, "restarted: a halted pump needs a new process")
             self._kill()
             self.start()
-
-
-class Client:
-    """The application: enqueues each job of the scenario at its time, retrying until it is acknowledged."""
-
-    def __init__(self, sim: Cluster) -> None:
-        self.sim = sim
-        self.conn = Connection(sim, "client")
-        self.pending = 0
-
-    def schedule(self) -> None:
-        for spec in self.sim.scenario.jobs:
-            self.pending += 1
-            self.sim.timeline.at(us(spec.at), self._enqueue, spec)
-
-    def _enqueue(self, spec: JobSpec) -> None:
-        now = self.sim.timeline.wall()
-        new = NewJob(
-            wire_name=spec.wire_name, payload=str(spec.key), queue=spec.queue,
-            due_at=now + timedelta(seconds=spec.delay), max_attempts=spec.max_attempts,
-            timeout=None if spec.timeout is None else timedelta(seconds=spec.timeout),
-        )  # fmt: skip
-        try:
-            ids = self.conn.call(self.sim.store.enqueue, jobs=[new], now=now, max_payload_bytes=65536)
-        except Violation:
-            raise
-        except Exception:  # at-least-once: try again (a write that committed makes a second job)
-            self.sim.timeline.after(RETRY_ENQUEUE, self._enqueue, spec)
-            return
-        self.sim.checker.accepted(e.id for e in ids)
-        self.sim.note("client", f"enqueued key {spec.key} as job {ids[0].id} in {spec.queue}")
-        self.pending -= 1
-
-
-class Operator:
-    """Someone at the admin: queue settings from the start, then actions at random moments."""
-
-    def __init__(self, sim: Cluster) -> None:
-        self.sim = sim
-        self.conn = Connection(sim, "operator", committed=self._refresh)
-
-    def _refresh(self) -> None:
-        self.sim.checker.queues_changed(self.sim.store.list_queues())
-
-    def setup(self) -> None:
-        store, now = self.sim.store, self.sim.timeline.wall()
-        for queue, limit in sorted(self.sim.scenario.limits.items()):
-            store.set_concurrency_limit(queue, limit, actor="setup", now=now)
-        for queue in self.sim.scenario.paused:
-            store.pause_queue(queue, actor="setup", now=now)
-        self._refresh()
-
-    def schedule(self) -> None:
-        workload = self.sim.scenario.workload
-        for _ in range(self.sim.scenario.operator_slots):
-            params = self.sim.plan.decide(
-                "operator",
-                "cluster",
-                lambda r: {
-                    "at": round(r.uniform(0.0, workload), 3), "action": r.choice(OPERATOR_ACTIONS),
-                    "queue": r.randrange(4), "limit": r.randint(0, 3), "pick": round(r.random(), 6),
-                },
-            )  # fmt: skip
-            if params is not None:
-                self.sim.timeline.at(us(float(params["at"])), self._act, params)
-        for _ in range(self.sim.scenario.schedule_slots):
-            params = self.sim.plan.decide(
-                "schedule-op",
-                "cluster",
-                lambda r: {
-                    "at": round(r.uniform(0.0, workload), 6), "action": r.choice(SCHEDULE_ACTIONS),
-                    "pick": round(r.random(), 6),
-                },
-            )  # fmt: skip
-            if params is not None:
-                self.sim.timeline.at(us(float(params["at"])), self._operate_schedule, params)
-
-    def _operate_schedule(self, params: Params) -> None:
-        """Pause, resume or run now one of the schedules (at a microsecond no tick falls on)."""
-        sim, store, now = self.sim, self.sim.store, self.sim.timeline.wall()
-        names = sorted(sim.schedules)
-        name, action = names[int(float(params["pick"]) * len(names))], str(params["action"])
-        sim.note("operator", f"{action} schedule {name}")
-        operation = {
-            "pause": store.pause_schedule, "resume": store.resume_schedule, "trigger": store.trigger_schedule,
-        }[action]  # fmt: skip
-        try:
-            self.conn.call(operation, name=name, actor="operator", now=now)
-        except Violation:
-            raise
-        except Exception:  # the operator sees an error; it may or may not have committed
-            pass
-
-    def _act(self, params: Params) -> None:
-        sim, store, now = self.sim, self.sim.store, self.sim.timeline.wall()
-        queues = sim.scenario.queues
-        queue, action = queues[int(params["queue"]) % len(queues)], str(params["action"])
-        sim.note("operator", f"{action} {queue if action in OPERATOR_ACTIONS[:4] else ''}")
-        call = self.conn.call
-        try:
-            if action == "pause":
-                call(store.pause_queue, queue=queue, actor="operator", now=now)
-            elif action == "resume":
-                call(store.resume_queue, queue=queue, actor="operator", now=now)
-            elif action in ("limit", "unlimit"):
-                limit = int(params["limit"]) if action == "limit" else None
-                call(store.set_concurrency_limit, queue=queue, limit=limit, actor="operator", now=now)
-            elif (job_id := self._pick(action, float(params["pick"]))) is not None:
-                call(
-                    store.cancel if action == "cancel" else store.requeue,
-                    job_id=job_id,
-                    actor="operator",
-                    now=now,
-                )
-        except Violation:
-            raise
-        except Exception:  # the operator sees an error; it may or may not have committed
-            pass
-
-    def _pick(self, action: str, pick: float) -> int | None:
-        jobs = self.sim.checker.jobs
-        ended = (State.DEAD_LETTERED, State.QUARANTINED)
-        candidates = sorted(i for i, j in jobs.items() if action == "cancel" or j.state in ended)
-        candidates = candidates or sorted(jobs)
-        return candidates[int(pick * len(candidates))] if candidates else None
-
-    def drain(self) -> None:
-        """Before the drain: every queue resumed, and no limit of zero left."""
-        store, now = self.sim.store, self.sim.timeline.wall()
-        for view in store.list_queues():
-            if view.paused:
-                store.resume_queue(view.queue, actor="drain", now=now)
-            if view.concurrency_limit == 0:
-                store.set_concurrency_limit(view.queue, None, actor="drain", now=now)
-        self._refresh()
