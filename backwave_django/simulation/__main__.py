@@ -101,10 +101,10 @@ def run_seeds(first: int, count: int, minimized: bool, plant: Plant | None = Non
 
 
 def run_one(seed: int, tracing: bool, minimized: bool, plant: Plant | None = None) -> int:
+    tally = Tally()
     outcome = run(seed, plant=plant, tracing=tracing)
     if tracing:
         print("\n".join(outcome.lines))
-    tally = Tally()
     tally.add(outcome)
     print(tally.line())
     if outcome.failed:
