@@ -19,6 +19,7 @@ from typing import Protocol
 from ..core import commands as cmd
 from ..core import events as ev
 from ..core.health import Health
+from ..core.replies import unissued
 from ..core.text import describe
 from ..store.contract import JobStore
 from .executor import Attempt, Executor
@@ -205,24 +206,12 @@ class CommandRunner:
         (so jobs already claimed still start)."""
         now, events = self.clock(), list[ev.Event]()
         for command in commands:
-            match command:
-                case cmd.ClaimBatch():
-                    events.append(ev.ClaimCompleted(now=now, failed=True))
-                case cmd.ReportOutcomes():
-                    events.append(ev.OutcomesReported(now=now, failed=True))
-                case cmd.Heartbeat():
-                    events.append(ev.HeartbeatCompleted(now=now, failed=True))
-                case cmd.ExpireLeases():
-                    events.append(ev.LeasesExpired(now=now, count=0, failed=True))
-                case cmd.LoadSchedules():
-                    events.append(ev.SchedulesLoaded(now=now, failed=True))
-                case cmd.MintSchedules():
-                    events.append(ev.SchedulesMinted(now=now, failed=True))
-                case cmd.PurgeFinished():
-                    events.append(ev.FinishedPurged(now=now, failed=True))
-                case _:
-                    try:
-                        events += self._obey(command)
-                    except Exception:
-                        logger.exception("%s: could not obey %r after a fault", self.worker_id, command)
+            reply = unissued(command, now)
+            if reply is not None:
+                events.append(reply)
+                continue
+            try:
+                events += self._obey(command)
+            except Exception:
+                logger.exception("%s: could not obey %r after a fault", self.worker_id, command)
         return events

@@ -3,9 +3,12 @@
 A run has two phases. In the *workload* phase the client enqueues the scenario's jobs and every fault the
 plan decides is injected: nodes crash, shut down, lose the store or freeze; clocks skew; hints are lost,
 doubled or late; store calls fail before or after they commit; handlers fail, crawl or hang; the operator
-pauses, limits, cancels and requeues. Then the faults stop, what is broken heals (partitions end, clocks
-are corrected, stopped nodes come back, queues are resumed), and the *drain* phase must bring every job to a
-terminal state within the scenario's bound.
+pauses, limits, cancels and requeues; the database goes down for everyone; schedules are paused, resumed
+and run now. Then the faults stop, what is broken heals (partitions end, clocks are corrected, stopped nodes
+come back, queues are resumed), and the *drain* phase must bring every job to a terminal state within the
+scenario's bound. A scenario with schedules first lets them mint on: once every node is back up, for
+``SETTLE`` seconds more (every Pump loads its schedules when it starts, then each maintenance interval),
+then checks that each kept up and pauses them all, so that the drain can end.
 """
 
 from __future__ import annotations
@@ -16,20 +19,22 @@ from datetime import datetime, timedelta
 
 from ..core import events as ev
 from ..core.driver import FINAL_FLUSH_WINDOW, STOP_WINDOW, NodeDriver
-from ..core.states import State
-from ..store.contract import NewJob
 from ..store.memory import MemoryStore, TransientFault
+from .actors import Client, Operator
+from .calendar import ROUTABLE, definitions
 from .connection import LATE_COMMIT_MAX, Connection
 from .invariants import Checker, Violation
 from .plan import FaultPlan, Params
 from .pump import SimPump
-from .scenario import ROUTABLE, JobSpec, Scenario
+from .scenario import Scenario
 from .timeline import Timeline, us
 
 #: A run that needs more actions than this is stuck in a loop that virtual time does not advance.
 MAX_ACTIONS = 2_000_000
-OPERATOR_ACTIONS = ("pause", "resume", "limit", "unlimit", "cancel", "requeue")
-RETRY_ENQUEUE = us(1.0)
+#: A node whose start failed (its schedule sync met a store fault) is started again this much later.
+RETRY_START = us(1.0)
+#: With schedules, the healed cluster mints this long once every node is up, before the drain stops minting.
+SETTLE = us(10.0)
 
 
 class Cluster:
@@ -43,9 +48,15 @@ class Cluster:
         tracing: bool = False,
     ) -> None:
         self.scenario, self.plan, self.driver_class = scenario, plan, driver_class
-        self.timeline = Timeline()
+        self.timeline = Timeline(scenario.start)
         self.checker = Checker(lambda: self.timeline.now)
         self.checker.routable = lambda wire_name: wire_name == ROUTABLE
+        self.checker.schedules.no_overlap = frozenset(
+            s.name for s in scenario.schedules if s.settings.get("NO_OVERLAP")
+        )
+        self.schedules = {s.name: s for s in scenario.schedules}
+        self.minting = bool(scenario.schedules)  # until the drain stops the schedules
+        self.outage_until = 0  # the database is down for everyone until then
         self.armed = (False, False)  # the store faults of the call being made: (before, after)
         self.store = store_class(faults=self._store_fault, hints=self._hint, observe=self.checker.on_change)
         self.tracing = tracing
@@ -73,26 +84,64 @@ class Cluster:
             node.start()
         self.client.schedule()
         self.operator.schedule()
+        self._schedule_outages()
         timeline.at(us(scenario.workload), self._drain)
         deadline = us(scenario.workload + scenario.drain_bound)
         while timeline.run_next():
             if timeline.actions > MAX_ACTIONS:
                 self.checker.fail("NoLivelock", f"{MAX_ACTIONS} actions and the run is still going")
-            if self.draining and self.client.pending == 0 and self.checker.live == 0:
+            if self.draining and not self.minting and self.client.pending == 0 and self.checker.live == 0:
                 break
             if timeline.now > deadline:
                 break
-        self.checker.audit(self.store.all_jobs(), drained=True)
+        self.checker.audit(self.store.all_jobs(), drained=True, schedules=self.store.list_schedules())
+
+    def _schedule_outages(self) -> None:
+        workload = self.scenario.workload
+        for _ in range(2):
+            params = self.plan.decide(
+                "outage",
+                "cluster",
+                lambda r: {
+                    "at": round(r.uniform(0.0, workload), 3),
+                    "length": round(r.uniform(3.0, 40.0), 3),
+                },
+            )
+            if params is not None:
+                self.timeline.at(us(float(params["at"])), self._outage, params)
+
+    def _outage(self, params: Params) -> None:
+        self.note("cluster", f"FAULT outage: the database is down for {params['length']}s")
+        self.outage_until = max(self.outage_until, self.timeline.now + us(float(params["length"])))
 
     def _drain(self) -> None:
         self.note("cluster", "the workload ends: faults stop and heal, the drain begins")
         self.draining = True
         self.plan.active = False
+        self.outage_until = min(self.outage_until, self.timeline.now)
         for node in self.nodes:
             node.heal()
         self.operator.drain()
         # A write sent before the faults stopped may still commit late (a pause, say): resume again after.
         self.timeline.after(us(LATE_COMMIT_MAX) + 1, self.operator.drain)
+        if self.minting:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Once every node is up again (those shut down or crashed late come back), SETTLE more seconds."""
+        if all(node.up and not node.stopping for node in self.nodes):
+            self.timeline.after(SETTLE, self._stop_minting)
+        else:
+            self.timeline.after(us(1.0), self._settle)
+
+    def _stop_minting(self) -> None:
+        """The healed cluster had SETTLE seconds: each schedule kept up; now they stop, so the drain ends."""
+        store, now = self.store, self.timeline.wall()
+        self.note("cluster", "the schedules kept up? then they are paused for the drain")
+        self.checker.schedules.keeping_up(store.list_schedules(), now)
+        for view in store.list_schedules():
+            store.pause_schedule(view.name, actor="drain", now=now)
+        self.minting = False
 
     # -- wake-up hints ------------------------------------------------------------------------------
 
@@ -131,6 +180,7 @@ class Node:
         self.disturbed = False  # something the Driver cannot help happened during a shutdown
         self.partitioned_until = 0
         self.stalled_until = 0
+        self.conn = Connection(sim, self.site)  # the start's schedule sync
 
     def wall(self, at: int | None = None) -> datetime:
         return self.sim.timeline.wall(self.skew, at)
@@ -168,9 +218,31 @@ class Node:
     def start(self) -> None:
         self.generation += 1
         self.up, self.stopping = True, False
+        self.pumps = []
+        if not self._sync_schedules():
+            self.up = False  # the process exits; its supervisor starts it again
+            self.sim.timeline.after(RETRY_START, self._restart)
+            return
         self.pumps = [SimPump(self.sim, self, g, i) for g in self.sim.scenario.groups for i in range(g.pumps)]
         for pump in self.pumps:
             pump.open()
+
+    def _sync_schedules(self) -> bool:
+        """``shell.node.Node.start``: store the schedules of this node's settings (those of the moment it
+        starts: a deploy may have added or removed some). A scenario without schedules has nothing to sync."""
+        sim = self.sim
+        if not sim.scenario.schedules:
+            return True
+        wanted = definitions(sim.scenario.schedules, sim.timeline.now / 1e6)
+        try:
+            result = self.conn.call(sim.store.sync_schedules, definitions=wanted, now=self.wall())
+        except Violation:
+            raise
+        except Exception:
+            sim.note(self.site, "start failed: the schedule sync met a store fault")
+            return False
+        sim.note(self.site, f"schedules synced: {result}")
+        return True
 
     def _restart(self) -> None:
         if not self.up:
@@ -221,9 +293,9 @@ class Node:
         self._cut_off_until(max(self.partitioned_until, until))
 
     def _cut_off_until(self, until: int) -> None:
-        self.partitioned_until = until
+        self.partitioned_until = self.conn.partitioned_until = until
         for pump in self.pumps:
-            pump.conn.partitioned_until = until
+            pump.cut_off_until(until)
 
     def _stall(self, params: Params) -> None:
         self.sim.note(self.site, f"FAULT stall: the loops freeze for {params['length']}s")
@@ -243,111 +315,3 @@ class Node:
             self.sim.note(self.site, "restarted: a halted pump needs a new process")
             self._kill()
             self.start()
-
-
-class Client:
-    """The application: enqueues each job of the scenario at its time, retrying until it is acknowledged."""
-
-    def __init__(self, sim: Cluster) -> None:
-        self.sim = sim
-        self.conn = Connection(sim, "client")
-        self.pending = 0
-
-    def schedule(self) -> None:
-        for spec in self.sim.scenario.jobs:
-            self.pending += 1
-            self.sim.timeline.at(us(spec.at), self._enqueue, spec)
-
-    def _enqueue(self, spec: JobSpec) -> None:
-        now = self.sim.timeline.wall()
-        new = NewJob(
-            wire_name=spec.wire_name, payload=str(spec.key), queue=spec.queue,
-            due_at=now + timedelta(seconds=spec.delay), max_attempts=spec.max_attempts,
-            timeout=None if spec.timeout is None else timedelta(seconds=spec.timeout),
-        )  # fmt: skip
-        try:
-            ids = self.conn.call(self.sim.store.enqueue, jobs=[new], now=now, max_payload_bytes=65536)
-        except Violation:
-            raise
-        except Exception:  # at-least-once: try again (a write that committed makes a second job)
-            self.sim.timeline.after(RETRY_ENQUEUE, self._enqueue, spec)
-            return
-        self.sim.checker.accepted(e.id for e in ids)
-        self.sim.note("client", f"enqueued key {spec.key} as job {ids[0].id} in {spec.queue}")
-        self.pending -= 1
-
-
-class Operator:
-    """Someone at the admin: queue settings from the start, then actions at random moments."""
-
-    def __init__(self, sim: Cluster) -> None:
-        self.sim = sim
-        self.conn = Connection(sim, "operator", committed=self._refresh)
-
-    def _refresh(self) -> None:
-        self.sim.checker.queues_changed(self.sim.store.list_queues())
-
-    def setup(self) -> None:
-        store, now = self.sim.store, self.sim.timeline.wall()
-        for queue, limit in sorted(self.sim.scenario.limits.items()):
-            store.set_concurrency_limit(queue, limit, actor="setup", now=now)
-        for queue in self.sim.scenario.paused:
-            store.pause_queue(queue, actor="setup", now=now)
-        self._refresh()
-
-    def schedule(self) -> None:
-        workload = self.sim.scenario.workload
-        for _ in range(self.sim.scenario.operator_slots):
-            params = self.sim.plan.decide(
-                "operator",
-                "cluster",
-                lambda r: {
-                    "at": round(r.uniform(0.0, workload), 3), "action": r.choice(OPERATOR_ACTIONS),
-                    "queue": r.randrange(4), "limit": r.randint(0, 3), "pick": round(r.random(), 6),
-                },
-            )  # fmt: skip
-            if params is not None:
-                self.sim.timeline.at(us(float(params["at"])), self._act, params)
-
-    def _act(self, params: Params) -> None:
-        sim, store, now = self.sim, self.sim.store, self.sim.timeline.wall()
-        queues = sim.scenario.queues
-        queue, action = queues[int(params["queue"]) % len(queues)], str(params["action"])
-        sim.note("operator", f"{action} {queue if action in OPERATOR_ACTIONS[:4] else ''}")
-        call = self.conn.call
-        try:
-            if action == "pause":
-                call(store.pause_queue, queue=queue, actor="operator", now=now)
-            elif action == "resume":
-                call(store.resume_queue, queue=queue, actor="operator", now=now)
-            elif action in ("limit", "unlimit"):
-                limit = int(params["limit"]) if action == "limit" else None
-                call(store.set_concurrency_limit, queue=queue, limit=limit, actor="operator", now=now)
-            elif (job_id := self._pick(action, float(params["pick"]))) is not None:
-                call(
-                    store.cancel if action == "cancel" else store.requeue,
-                    job_id=job_id,
-                    actor="operator",
-                    now=now,
-                )
-        except Violation:
-            raise
-        except Exception:  # the operator sees an error; it may or may not have committed
-            pass
-
-    def _pick(self, action: str, pick: float) -> int | None:
-        jobs = self.sim.checker.jobs
-        ended = (State.DEAD_LETTERED, State.QUARANTINED)
-        candidates = sorted(i for i, j in jobs.items() if action == "cancel" or j.state in ended)
-        candidates = candidates or sorted(jobs)
-        return candidates[int(pick * len(candidates))] if candidates else None
-
-    def drain(self) -> None:
-        """Before the drain: every queue resumed, and no limit of zero left."""
-        store, now = self.sim.store, self.sim.timeline.wall()
-        for view in store.list_queues():
-            if view.paused:
-                store.resume_queue(view.queue, actor="drain", now=now)
-            if view.concurrency_limit == 0:
-                store.set_concurrency_limit(view.queue, None, actor="drain", now=now)
-        self._refresh()

@@ -10,7 +10,8 @@ whatever the others answer) and then, in this order of precedence:
 - ``store-before`` / ``store-after``: the store's own fault hook raises ``TransientFault`` before anything
   changes, or after the change committed (the reply is lost).
 
-A partitioned node's calls all fail, transiently, after a connect timeout.
+A partitioned node's calls all fail, transiently, after a connect timeout; so does every call during an
+outage (the database is down for everyone).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ CONNECT_TIMEOUT = us(1.0)
 LATE_COMMIT_MAX = 6.0
 #: How much more (or less) often a call of this operation faults than the kind's rate says: the writes that
 #: end Attempts are where the fence matters, and an idle Pump's many empty claims would drown them.
-WEIGHTS = {"report": 8.0, "claim": 0.5}
+#: A mint is where "at most once per tick" matters, as the report is for the fence.
+WEIGHTS = {"report": 8.0, "mint": 8.0, "claim": 0.5}
 
 
 class SimulatedFatalFault(RuntimeError):
@@ -63,6 +65,9 @@ class Connection:
         if sim.timeline.now < self.partitioned_until:
             self.latency = CONNECT_TIMEOUT
             raise TransientFault(f"{self.site}: the store is unreachable (partitioned)")
+        if sim.timeline.now < sim.outage_until:
+            self.latency = CONNECT_TIMEOUT
+            raise TransientFault(f"{self.site}: the database is down")
         if late is not None:
             sim.note(self.site, f"FAULT store-late {name}: the reply is lost; it commits in {late['delay']}s")
             sim.timeline.after(us(float(late["delay"])), self._commit, operation, reporting, kwargs)

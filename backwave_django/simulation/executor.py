@@ -17,8 +17,8 @@ from ..core import events as ev
 from ..core.driver import TIMEOUT_GRACE
 from ..core.records import ClaimedJob, OutcomeReport
 from ..store.contract import OutcomeDetail
+from .calendar import ROUTABLE
 from .handlers import Attempt, Pool, behaviour
-from .scenario import ROUTABLE
 
 if TYPE_CHECKING:
     from .pump import SimPump
@@ -42,8 +42,13 @@ class Executor:
             "NothingStartsAfterGrace",
             lambda: f"{pump.worker_id} starts job {job.id}#{job.attempt} after its shutdown grace ended",
         )
-        key = int(job.payload)
-        attempt = behaviour(pump.sim.plan, job, key, pump.sim.scenario.jobs[key].duration)
+        schedule = pump.sim.schedules.get(job.payload)  # a run of a schedule: its payload names it
+        if schedule is not None:
+            site, duration = f"schedule-{schedule.name}", schedule.duration
+        else:
+            key = int(job.payload)
+            site, duration = f"job{key}", pump.sim.scenario.jobs[key].duration
+        attempt = behaviour(pump.sim.plan, job, site, duration)
         group_timeout = None if pump.spec.timeout is None else timedelta(seconds=pump.spec.timeout)
         timeout = job.timeout or group_timeout
         if timeout is not None:

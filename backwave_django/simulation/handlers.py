@@ -58,9 +58,9 @@ class Attempt:
         return f"Traceback (most recent call last):\n  handler of job {self.job.id}\n{self.message}"
 
 
-def behaviour(plan: FaultPlan, job: ClaimedJob, key: int, duration: float) -> Attempt:
-    """How this run of the job behaves: every fault kind is asked once, so each keeps its address."""
-    site = f"job{key}"
+def behaviour(plan: FaultPlan, job: ClaimedJob, site: str, duration: float) -> Attempt:
+    """How this run of the job behaves: every fault kind is asked once at the job's ``site`` (the job, or
+    the schedule whose run it is), so each keeps its address."""
     fail = plan.flag("handler-fail", site)
     hostile = plan.decide("handler-hostile", site, _hostile)
     slow = plan.decide("handler-slow", site, lambda rng: {"factor": round(rng.uniform(5, 60), 2)})

@@ -9,13 +9,16 @@ the same checker. The first violation ends the run; its name is what the minimiz
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..core.records import OutcomeKind
 from ..core.states import INITIAL_STATES, State, is_legal
 from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES
-from ..store.contract import MAX_HEALTH_DETAIL_BYTES, JobView, PumpView, QueueView
-from ..store.memory import JobChange
+from ..store.contract import MAX_HEALTH_DETAIL_BYTES, JobView, PumpView, QueueView, ScheduleView
+from ..store.memory import JobChange, MemoryStore
+from .schedule_checks import Loaded, ScheduleWatch
+
+__all__ = ["INVARIANTS", "Checker", "Loaded", "Violation"]
 
 #: Every invariant, with the one line the docs and the failure messages give for it.
 INVARIANTS: dict[str, str] = {
@@ -48,6 +51,21 @@ INVARIANTS: dict[str, str] = {
     "StoreSound": "the store raises nothing but the faults injected into it",
     "NoLivelock": "a run ends within its action budget (no loop at a standstill in virtual time)",
     "DrainLiveness": "once the faults heal, every job is terminal within the drain bound",
+    "PurgeOnlyFinished": "a purge deletes only a finished job, never one that waits or runs",
+    "TickMintedOnce": "a schedule's tick is minted at most once across the cluster, for the whole run (a "
+    "purge of its run included)",
+    "TickAccounting": "every tick a schedule's cursor has passed was minted, run now at that instant, or "
+    "counted as skipped, exactly once; every minted run is for a tick of its cadence",
+    "CoalesceOneMakeUp": "a coalesce schedule's cursor moving over missed ticks (older than the misfire "
+    "grace "
+    "when its Pump read it) mints at most one run for them, however many, and at least one run unless the "
+    "schedule was paused, or busy with NO_OVERLAP, when read",
+    "NoOverlap": "a NO_OVERLAP schedule's tick is minted only while no run of it is live (run now ignores "
+    "NO_OVERLAP, as documented, but its run counts as live)",
+    "RemovedScheduleIdle": "once its removal has committed, a schedule removed from the settings mints "
+    "nothing and its cursor stays",
+    "ScheduleLiveness": "once the faults heal, every schedule still in the settings keeps up: when the drain "
+    "stops minting (the cluster whole again for 10 s), none has a tick older than 15 s undecided",
 }
 
 
@@ -82,6 +100,8 @@ class Checker:
         self.live = 0  # jobs not in a terminal state
         self.returned: set[tuple[str, int, int]] = set()  # (worker, job, attempt) whose handler returned
         self.routable: Callable[[str], bool] = lambda wire_name: True
+        self.schedules = ScheduleWatch(self)
+        self.purged = 0  # finished jobs retention deleted
 
     def fail(self, name: str, message: str) -> None:
         raise Violation(name, message, self.clock())
@@ -94,6 +114,9 @@ class Checker:
     # -- the store's side: each change as it happens ------------------------------------------------
 
     def on_change(self, change: JobChange) -> None:
+        job = change.after or change.before
+        if job is not None and job.schedule is not None:
+            self.schedules.changed(change)
         if change.after is None:
             self._purged(change)
             return
@@ -133,6 +156,7 @@ class Checker:
             ),
         )
         del self.jobs[before.id]
+        self.purged += 1
 
     @staticmethod
     def _after(change: JobChange) -> JobView:
@@ -278,8 +302,14 @@ class Checker:
             if job_id not in self.jobs:
                 self.fail("NoJobLost", f"an enqueue acknowledged job {job_id}, which the store never made")
 
-    def audit(self, stored: list[JobView], drained: bool) -> None:
-        """At the end of a run: the store holds what was observed; after a drain, every job is terminal."""
+    def minter(self, store: MemoryStore, loaded: Loaded | None) -> Callable[..., int]:
+        """``store.mint`` as a Pump calls it, watched (see ``schedule_checks``)."""
+        return self.schedules.minter(store, loaded)
+
+    def audit(self, stored: list[JobView], drained: bool, schedules: Sequence[ScheduleView] = ()) -> None:
+        """At the end of a run: the store holds what was observed, every schedule's ticks are accounted
+        for, and after a drain, every job is terminal."""
+        self.schedules.account(schedules)
         self.expect(
             {j.id: j for j in stored} == self.jobs,
             "NoJobLost",

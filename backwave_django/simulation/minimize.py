@@ -23,13 +23,13 @@ def minimize(failure: Outcome, plant: Plant | None = None, max_replays: int = MA
     def trips(entries: list[tuple[Address, Params]]) -> Outcome | None:
         nonlocal replays
         replays += 1
-        outcome = run(failure.seed, plan=dict(entries), plant=plant)
+        outcome = run(failure.seed, scenario=failure.scenario, plan=dict(entries), plant=plant)
         return outcome if outcome.violation is not None and outcome.violation.name == target else None
 
     entries = sorted(failure.plan.items())
     best = trips(entries)
     if best is None:  # the recorded plan does not replay the failure: show the original
-        return run(failure.seed, plant=plant, tracing=True)
+        return run(failure.seed, scenario=failure.scenario, plant=plant, tracing=True)
     chunks = 2
     while entries and replays < max_replays:
         size = max(1, -(-len(entries) // chunks))
@@ -46,4 +46,4 @@ def minimize(failure: Outcome, plant: Plant | None = None, max_replays: int = MA
             if size == 1:
                 break
             chunks = min(len(entries), chunks * 2)
-    return run(failure.seed, plan=dict(entries), plant=plant, tracing=True)
+    return run(failure.seed, scenario=failure.scenario, plan=dict(entries), plant=plant, tracing=True)

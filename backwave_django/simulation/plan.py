@@ -38,6 +38,10 @@ class FaultPlan:
         self.rates = dict(rates)
         self.replaying = recorded is not None
         self.decisions: dict[Address, Params] = dict(recorded or {})
+        # The kinds that can be injected at all: a question of any other kind is answered at once. (It need
+        # not be counted: no address of its kind is, or will be, in the plan.)
+        injectable = {kind for kind, rate in rates.items() if rate > 0}
+        self.kinds = {address[0] for address in self.decisions} if self.replaying else injectable
         self.active = True  # False once the workload phase is over: faults heal so the drain converges
         self.injected: Counter[str] = Counter()
         self._streams: dict[tuple[str, str], random.Random] = {}
@@ -46,7 +50,7 @@ class FaultPlan:
     def decide(self, kind: str, site: str, draw: Draw, weight: float = 1.0) -> Params | None:
         """The parameters of the fault of ``kind`` at ``site`` this time, or None for no fault. ``weight``
         scales the kind's rate for this question (some calls matter more than others)."""
-        if not self.active:
+        if not self.active or kind not in self.kinds:
             return None
         key = (kind, site)
         ordinal = self._ordinals.get(key, 0)

@@ -15,9 +15,14 @@ from datetime import datetime
 from typing import Any
 
 from ..core import commands as cmd
+from ..core import events as ev
+from ..core import maintenance as maintenance_module
 from ..core.driver import NodeDriver
 from ..core.records import OutcomeKind, OutcomeReport
+from ..core.retention import PurgeRule
 from ..core.retry import MAX_ATTEMPTS_LIMIT, RetryPolicy
+from ..core.schedules import MintDecision, Misfire, ScheduleState, Walkers
+from ..core.schedules import plan as plan_ticks
 from ..core.transitions import LEASE_ENDINGS
 from ..store import changes
 from ..store.contract import LeaseView, OutcomeDetail, ReportResult
@@ -97,6 +102,63 @@ class _ClaimsPaused(MemoryStore):
         return max(0, settings.concurrency_limit - leased)
 
 
+class _MintIgnoresCursor(MemoryStore):
+    """The cursor's compare-and-set forgotten: a decision made from a stale read still applies (only the
+    (schedule, tick) uniqueness stands, and a purge of a tick's run takes that away)."""
+
+    def _mint_one(self, decision: MintDecision, now: datetime) -> int:
+        stored = self._schedule_table().get(decision.schedule)
+        if stored is not None:
+            decision = replace(decision, expected_cursor=stored.cursor)
+        return super()._mint_one(decision, now)
+
+
+class _PurgeByAge(MemoryStore):
+    """A purge that picks jobs by age, whatever their state (and deletes their leases with them)."""
+
+    def purge(self, rules: Sequence[PurgeRule], *, max_jobs: int, dry_run: bool = False) -> int:
+        with self._lock:
+            self._fault("purge", "before")
+            queues = {q for rule in rules for q in rule.queues}
+            cut = min((rule.before for rule in rules), default=None)
+            old = [j for j in self._jobs.values() if j.queue in queues and cut and j.created_at < cut]
+            for job in sorted(old, key=lambda j: j.id)[:max_jobs]:
+                self._observed("purge", cut or job.created_at, job, None)
+                self._drop(job.id)
+                self._leases.pop(job.id, None)
+            self._fault("purge", "after")
+        return len(old[:max_jobs])
+
+
+class _ForgetsLiveRuns(MemoryStore):
+    """The schedules are read without their live runs: NO_OVERLAP never sees one."""
+
+    def load_schedules(self, queues: Sequence[str]) -> list[ScheduleState]:
+        return [replace(s, has_live_instance=False) for s in super().load_schedules(queues)]
+
+
+def _every_missed_tick(
+    state: ScheduleState, now: datetime, grace: Any, limit: int = 10_000, walkers: Walkers | None = None
+) -> MintDecision | None:
+    """``core.schedules.plan`` with coalesce making up for every missed tick (as skip never would)."""
+    decision = plan_ticks(state, now, grace, limit, walkers)
+    if decision is None or state.misfire is not Misfire.COALESCE or state.paused or state.no_overlap:
+        return decision
+    window = state.cadence.window(state.cursor, now, grace, limit, walkers)
+    ticks = (*window.missed, *window.fresh)
+    return replace(decision, ticks=ticks, skipped=(), skipped_count=window.count - len(ticks))
+
+
+class _CoalesceMakesUpEveryTick(NodeDriver):
+    def step(self, event: ev.Event) -> list[cmd.Command]:
+        original = getattr(maintenance_module, "plan")  # noqa: B009 (a module attribute, put back below)
+        setattr(maintenance_module, "plan", _every_missed_tick)  # noqa: B010
+        try:
+            return super().step(event)
+        finally:
+            setattr(maintenance_module, "plan", original)  # noqa: B010
+
+
 PLANTS = (
     Plant(
         name="fence-ignores-attempt",
@@ -122,6 +184,26 @@ PLANTS = (
         name="paused-queue-claimed",
         description="a claim takes jobs from a paused queue",
         store_class=_ClaimsPaused,
+    ),
+    Plant(
+        name="mint-ignores-cursor",
+        description="a mint applies whatever the schedule's cursor: the compare-and-set is forgotten",
+        store_class=_MintIgnoresCursor,
+    ),
+    Plant(
+        name="purge-by-age",
+        description="a purge deletes old jobs whatever their state, live ones included",
+        store_class=_PurgeByAge,
+    ),
+    Plant(
+        name="no-overlap-forgets-live-runs",
+        description="schedules are read without their live runs, so NO_OVERLAP never sees one",
+        store_class=_ForgetsLiveRuns,
+    ),
+    Plant(
+        name="coalesce-makes-up-every-tick",
+        description="coalesce mints a run for every missed tick instead of one",
+        driver_class=_CoalesceMakesUpEveryTick,
     ),
 )
 

@@ -5,7 +5,12 @@ timers (poll, heartbeat, maintenance, the Driver's WakeAt) that fire when the lo
 coalesces ticks and hints, ``Idle`` when the queue runs empty, and the commands of a step obeyed in order,
 each store call taking its (seeded) time while other nodes go on. A store fault is answered as the runner
 answers it: ``StoreFaulted`` with the store's own ``is_transient_fault``, then a failed reply for every
-store command of the step not yet carried out, while the other commands still run.
+store command of the step not yet carried out (``core.replies``, the runner's own table), while the other
+commands still run; a purge the store refuses for good is answered failed and never halts the Pump.
+
+The maintenance calls of schedules and retention (load, mint, purge) go through a connection of their own,
+``<site>/upkeep``: they share the node's network (a partition cuts both) but not its fault addresses, so a
+schedule's calls never move the faults decided for the job cycle's calls.
 """
 
 from __future__ import annotations
@@ -19,11 +24,14 @@ from ..core import commands as cmd
 from ..core import events as ev
 from ..core.driver import DriverConfig, NodeDriver
 from ..core.health import Health
+from ..core.replies import STORE_COMMANDS, unissued
+from ..core.schedules import ScheduleState
 from ..core.text import describe
 from . import trace
+from .calendar import misfire_grace, retention_rules
 from .connection import Connection
 from .executor import Executor
-from .invariants import Violation
+from .invariants import Loaded, Violation
 from .scenario import GroupSpec
 from .timeline import between, us
 
@@ -40,16 +48,15 @@ MARKERS: dict[str, Callable[[datetime], ev.Event]] = {
 }
 
 
+#: The store commands of maintenance's schedules and retention: they go through the upkeep connection.
+UPKEEP = (cmd.LoadSchedules, cmd.MintSchedules, cmd.PurgeFinished)
+
+
 def failed_reply(command: cmd.Command, now: datetime) -> ev.Event:
-    """The reply a store command gets when it was not carried out (the runner's ``_answer_unissued``)."""
-    match command:
-        case cmd.ClaimBatch():
-            return ev.ClaimCompleted(now=now, failed=True)
-        case cmd.ReportOutcomes():
-            return ev.OutcomesReported(now=now, failed=True)
-        case cmd.Heartbeat():
-            return ev.HeartbeatCompleted(now=now, failed=True)
-    return ev.LeasesExpired(now=now, count=0, failed=True)
+    """The reply a store command gets when it was not carried out (the runner's, from ``core.replies``)."""
+    reply = unissued(command, now)
+    assert reply is not None, f"not a store command: {command!r}"
+    return reply
 
 
 class SimPump:
@@ -57,6 +64,8 @@ class SimPump:
         self.sim, self.node, self.spec = sim, node, spec
         self.site = f"n{node.index}.{spec.name}.{index}"  # the same across restarts: fault addresses
         self.worker_id = f"node{node.index}:{node.generation}:{spec.name}:{index}"
+        scenario = sim.scenario
+        self.grace = misfire_grace(scenario.misfire_floor, spec.maintenance)
         self.driver: NodeDriver = sim.driver_class(
             DriverConfig(
                 policy=spec.new_policy(),
@@ -65,16 +74,21 @@ class SimPump:
                 max_outcome_batch=spec.max_outcome_batch,
                 lease_duration=timedelta(seconds=spec.lease),
                 maintenance_interval=timedelta(seconds=spec.maintenance),
-                retry=sim.scenario.retry,
+                retry=scenario.retry,
                 timeout=None if spec.timeout is None else timedelta(seconds=spec.timeout),
+                retention=retention_rules(scenario.retention, spec.queues),
+                misfire_grace=self.grace,
             )
         )
         self.conn = Connection(sim, self.site)
-        self.conn.partitioned_until = node.partitioned_until
+        self.upkeep = Connection(sim, f"{self.site}/upkeep")
+        self.cut_off_until(node.partitioned_until)
+        self.loaded: Loaded | None = None  # the schedules as this Pump's last LoadSchedules read them
         self.inbox: deque[str | ev.Event] = deque()
         now = sim.timeline.now
         self.periods = {POLL: us(spec.poll), HEARTBEAT: us(spec.heartbeat), MAINTENANCE: us(spec.maintenance)}
         self.deadlines = {POLL: now, HEARTBEAT: now + self.periods[HEARTBEAT], MAINTENANCE: now}
+        self.soonest = now  # min(deadlines): a turn before it has no timer to fire
         self.poll_pending = self.since_idle = self.busy = False
         self.alive = True
         self.ending: Health | None = None
@@ -100,6 +114,10 @@ class SimPump:
         self.sim.note(self.site, f"pump {self.worker_id} starts")
         self._record(Health.RUNNING, "")
         self.kick()
+
+    def cut_off_until(self, until: int) -> None:
+        """The node is partitioned until ``until``: every connection of this Pump fails until then."""
+        self.conn.partitioned_until = self.upkeep.partitioned_until = until
 
     def kill(self) -> None:
         """The process died: nothing more happens here, and nothing it had in memory survives."""
@@ -153,14 +171,15 @@ class SimPump:
         if self.node.stalled_until > now:
             self._turn_at_or_before(self.node.stalled_until)
             return
-        self._fire_timers(now)
+        if now >= self.soonest:
+            self._fire_timers(now)
         if self.since_idle and not self.inbox:
             self.since_idle = False
             self.inbox.append(IDLE)
         if self.inbox:
             self._handle(self.inbox.popleft())
         else:
-            self._turn_at_or_before(min(self.deadlines.values()))
+            self._turn_at_or_before(self.soonest)
 
     def _fire_timers(self, now: int) -> None:
         for marker, deadline in list(self.deadlines.items()):
@@ -175,6 +194,7 @@ class SimPump:
                 self.request_poll()
             else:
                 self.inbox.append(marker)
+        self.soonest = min(self.deadlines.values())
 
     def _handle(self, item: str | ev.Event) -> None:
         if item != IDLE:
@@ -230,7 +250,7 @@ class SimPump:
     def _obey(self, command: cmd.Command) -> int:
         """Carry out one command; the microseconds it took (store calls take time)."""
         match command:
-            case cmd.ClaimBatch() | cmd.ReportOutcomes() | cmd.Heartbeat() | cmd.ExpireLeases():
+            case _ if isinstance(command, STORE_COMMANDS):
                 return self._store(command)
             case cmd.ExecuteJob(job=job):
                 unroutable = self.executor.execute(job, self._event_now)
@@ -244,6 +264,7 @@ class SimPump:
                 self.request_poll()
             case cmd.WakeAt(at=at):
                 self.deadlines[TIMER] = self.sim.timeline.now + between(at, self.wall())
+                self.soonest = min(self.deadlines.values())
             case cmd.RecordStatus(health=health, detail=detail):
                 self.last_status = health
                 return self._record(health, detail)
@@ -257,21 +278,28 @@ class SimPump:
         if self._faulted:  # a fault earlier in this step: answer it unissued
             self._produced.append(failed_reply(command, self.wall()))
             return 0
+        conn = self.upkeep if isinstance(command, UPKEEP) else self.conn
         try:
-            reply = self._call(command)
+            reply = self._call(command, conn)
         except Violation:
             raise
         except Exception as exc:
-            done = self.wall(self.sim.timeline.now + self.conn.latency)
+            done = self.wall(self.sim.timeline.now + conn.latency)
             transient = self.sim.store.is_transient_fault(exc)
+            if isinstance(command, cmd.PurgeFinished) and not transient:
+                # The runner's rule: housekeeping never halts a Pump; the purge is tried again later.
+                self._produced.append(ev.FinishedPurged(now=done, failed=True))
+                return conn.latency
             self._produced.append(ev.StoreFaulted(now=done, transient=transient, detail=describe(exc)))
             self._produced.append(failed_reply(command, done))
             self._faulted = True
-            return self.conn.latency
+            return conn.latency
         self._produced.append(reply)
-        return self.conn.latency
+        return conn.latency
 
-    def _call(self, command: cmd.Command) -> ev.Event:
+    def _call(self, command: cmd.Command, conn: Connection) -> ev.Event:
+        if isinstance(command, UPKEEP):
+            return self._upkeep(command, conn)
         store, now, worker = self.sim.store, self.wall(), self.worker_id
         call = self.conn.call
         match command:
@@ -314,6 +342,23 @@ class SimPump:
                 return ev.LeasesExpired(now=self._done(), count=count)
         raise AssertionError(f"not a store command: {command!r}")
 
+    def _upkeep(self, command: cmd.Command, conn: Connection) -> ev.Event:
+        """The store calls of schedules and retention, as the runner makes them."""
+        store, now = self.sim.store, self.wall()
+        match command:
+            case cmd.LoadSchedules(queues=queues):
+                schedules: tuple[ScheduleState, ...] = tuple(conn.call(store.load_schedules, queues=queues))
+                done = self._done(conn)
+                self.loaded = Loaded(at=done, grace=self.grace, schedules={s.name: s for s in schedules})
+                return ev.SchedulesLoaded(now=done, schedules=schedules)
+            case cmd.MintSchedules(decisions=decisions):
+                minted = conn.call(self.sim.checker.minter(store, self.loaded), decisions=decisions, now=now)
+                return ev.SchedulesMinted(now=self._done(conn), minted=minted)
+            case cmd.PurgeFinished(rules=rules, max_jobs=max_jobs):
+                count = conn.call(store.purge, rules=rules, max_jobs=max_jobs)
+                return ev.FinishedPurged(now=self._done(conn), count=count)
+        raise AssertionError(f"not an upkeep command: {command!r}")
+
     def _holds(self, job_id: int, attempt: int, now: datetime) -> bool:
         """The fence, as the contract states it, read before the write."""
         lease = self.sim.store.get_lease(job_id)
@@ -323,8 +368,8 @@ class SimPump:
             and lease.expires_at > now
         )
 
-    def _done(self) -> datetime:
-        return self.wall(self.sim.timeline.now + self.conn.latency)
+    def _done(self, conn: Connection | None = None) -> datetime:
+        return self.wall(self.sim.timeline.now + (conn or self.conn).latency)
 
     def _record(self, health: Health, detail: str) -> int:
         """RecordStatus: a store round-trip whose failure never takes the Pump down."""

@@ -1,4 +1,5 @@
-"""One run: a seed (and optionally a recorded fault plan, or a planted bug) in, what happened out."""
+"""One run: a seed (and optionally a pinned scenario, a recorded fault plan, or a planted bug) in, what
+happened out."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ..store.memory import MemoryStore
 from .cluster import Cluster
 from .invariants import Violation
 from .plan import Address, FaultPlan, Params
-from .scenario import draw
+from .scenario import Scenario, draw
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,10 +28,13 @@ class Plant:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
     seed: int
+    scenario: Scenario
     violation: Violation | None
     steps: int  # events the Drivers took
     actions: int  # actions of the timeline (steps, store calls, handlers, faults)
-    jobs: int  # jobs the store accepted
+    jobs: int  # jobs the store made (enqueued and minted), purged ones included
+    minted: int  # runs schedules minted
+    purged: int  # finished jobs purged
     checks: int  # invariant checks made
     faults: Counter[str]  # faults injected, by kind
     plan: dict[Address, Params]  # every fault decision, by address: replays the run
@@ -45,12 +49,14 @@ class Outcome:
 def run(
     seed: int,
     *,
+    scenario: Scenario | None = None,
     plan: Mapping[Address, Params] | None = None,
     plant: Plant | None = None,
     tracing: bool = False,
 ) -> Outcome:
-    """Simulate seed ``seed``; with ``plan``, only its faults (a replay, or a minimizer's candidate)."""
-    scenario = draw(seed)
+    """Simulate seed ``seed`` (the scenario it draws, or ``scenario``, pinned); with ``plan``, only its
+    faults (a replay, or a minimizer's candidate)."""
+    scenario = scenario or draw(seed)
     faults = FaultPlan(seed, scenario.rates, plan)
     cluster = Cluster(
         scenario,
@@ -67,10 +73,13 @@ def run(
         cluster.note("CHECK", f"VIOLATION {found}")
     return Outcome(
         seed=seed,
+        scenario=scenario,
         violation=violation,
         steps=cluster.steps,
         actions=cluster.timeline.actions,
-        jobs=len(cluster.checker.jobs),
+        jobs=len(cluster.checker.jobs) + cluster.checker.purged,
+        minted=len(cluster.checker.schedules.log),
+        purged=cluster.checker.purged,
         checks=cluster.checker.checks,
         faults=faults.injected,
         plan=dict(faults.decisions),

@@ -5,18 +5,27 @@ Everything here is drawn from the seed's ``scenario`` stream alone, before the r
 on in about half the seeds, at an intensity drawn from a band that keeps the run recoverable: some seeds are
 calm, some are stormy, and every shape between is reached over a few hundred seeds ("swarm testing"); and
 one seed in ten is a storm, every axis on at the top of its band.
+
+What came later (schedules, retention, when the run begins, the faults that matter most to schedules) is
+drawn from a stream of its own, ``calendar``, so that it changes nothing of what a seed drew before: the
+same seed has the same nodes, groups, jobs and fault rates, and now also schedules. A field added to
+:class:`Scenario` later takes a default that means what runs did before it existed, so a scenario pinned in
+a regression file (``simulation.regressions``) still reads.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from ..core.dispatch import Policy, Strict, Weighted
 from ..core.retry import RetryPolicy
+from .calendar import ROUTABLE, START, ScheduleSpec, draw_retention, draw_schedules, draw_start
 from .plan import stream
 
-ROUTABLE = "sim.job"
 UNROUTABLE = "sim.unknown"  # no handler is registered for it: its jobs are quarantined
 
 #: Each fault kind, and the band its rate is drawn from when its axis is on. A rate is the chance that one
@@ -39,6 +48,8 @@ FAULT_BANDS: dict[str, tuple[float, float]] = {
     "handler-slow": (0.02, 0.15),
     "handler-hang": (0.01, 0.08),  # it ignores its timeout and cancellation, for minutes
     "operator": (1.0, 1.0),  # per slot: pause, resume, set or clear a limit, cancel, requeue
+    "outage": (0.3, 0.8),  # per cluster slot: the database is down for everyone (ticks are missed)
+    "schedule-op": (1.0, 1.0),  # per slot: pause, resume or run now a schedule
 }
 #: The share of seeds in which every fault axis is on at the top of its band.
 STORM_SHARE = 0.1
@@ -49,6 +60,8 @@ AXES = {
     "handlers": ("handler-fail", "handler-hostile", "handler-slow", "handler-hang"),
     "operator": ("operator",),
 }
+#: The axes drawn from the ``calendar`` stream (they came later: the others keep their draws).
+LATER_AXES: dict[str, tuple[str, ...]] = {"outage": ("outage",), "schedule-op": ("schedule-op",)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +116,11 @@ class Scenario:
     drain_bound: float  # every job must be terminal this long after the drain starts
     rates: dict[str, float]
     operator_slots: int
+    start: datetime = START  # the wall-clock instant the run begins at
+    schedules: tuple[ScheduleSpec, ...] = ()
+    retention: dict[str, Any] | None = None  # BACKWAVE['RETENTION'], or None: no Pump purges
+    misfire_floor: float = 60.0  # the shortest misfire grace (seconds); a Pump's is at least 2 intervals
+    schedule_slots: int = 0  # moments at which the operator pauses, resumes or runs a schedule now
 
 
 def draw(seed: int) -> Scenario:
@@ -112,6 +130,10 @@ def draw(seed: int) -> Scenario:
     workload = float(rng.randint(30, 90))
     limits = {q: rng.randint(1, 3) for q in queues if rng.random() < 0.35}
     paused = tuple(q for q in queues if rng.random() < 0.15)
+    storm = stream(seed, "storm").random() < STORM_SHARE
+    later = stream(seed, "calendar")
+    start = draw_start(later)
+    schedules = draw_schedules(later, queues, workload, start)
     return Scenario(
         seed=seed,
         nodes=rng.choice((2, 2, 2, 3, 4)),
@@ -123,8 +145,13 @@ def draw(seed: int) -> Scenario:
         retry=RetryPolicy(max_attempts=3, backoff_base=2.0, backoff_cap=float(rng.randint(4, 20))),
         workload=workload,
         drain_bound=1800.0,
-        rates=_rates(rng, storm=stream(seed, "storm").random() < STORM_SHARE),
+        rates={**_rates(rng, AXES, storm), **_rates(later, LATER_AXES, storm)},
         operator_slots=rng.randint(2, 8),
+        start=start,
+        schedules=schedules,
+        retention=draw_retention(later, queues),
+        misfire_floor=later.choice((2.0, 5.0, 10.0)),
+        schedule_slots=later.randint(1, 4) if schedules else 0,
     )
 
 
@@ -184,11 +211,11 @@ def _job(rng: random.Random, key: int, queues: tuple[str, ...], at: float) -> Jo
     )
 
 
-def _rates(rng: random.Random, storm: bool) -> dict[str, float]:
+def _rates(rng: random.Random, axes: Mapping[str, tuple[str, ...]], storm: bool) -> dict[str, float]:
     """Each axis on in about half the seeds, at an intensity within its band; in a storm, every kind at the
     top of its band (drawn all the same, so that a storm changes nothing else of the scenario)."""
     rates = {}
-    for kinds in AXES.values():
+    for kinds in axes.values():
         on = rng.random() < 0.5
         for kind in kinds:
             low, high = FAULT_BANDS[kind]

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 US = 1_000_000
-#: The wall-clock instant at which every run begins.
+#: The wall-clock instant at which a run begins, unless its scenario says otherwise.
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -28,10 +28,12 @@ def between(later: datetime, earlier: datetime) -> int:
 
 
 class Timeline:
-    def __init__(self) -> None:
+    def __init__(self, start: datetime = START) -> None:
+        self.start = start
         self.now = 0
         self.actions = 0  # actions run so far
         self._heap: list[tuple[int, int, Callable[..., None], tuple[Any, ...]]] = []
+        self._last = (0, start)  # the last instant read, as a datetime
         self._seq = 0
 
     def at(self, when: int, action: Callable[..., None], *args: Any) -> None:
@@ -54,4 +56,7 @@ class Timeline:
 
     def wall(self, skew: int = 0, at: int | None = None) -> datetime:
         """The wall clock of a node whose clock is ``skew`` microseconds ahead, now (or ``at``)."""
-        return START + timedelta(microseconds=(self.now if at is None else at) + skew)
+        instant = (self.now if at is None else at) + skew
+        if instant != self._last[0]:  # a step reads the clock many times at one instant: build it once
+            self._last = (instant, self.start + timedelta(microseconds=instant))
+        return self._last[1]

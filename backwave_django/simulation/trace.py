@@ -43,8 +43,17 @@ def event(e: ev.Event) -> str:
                 for r in results
             )
             return f"{name} [{beats}]" + (" failed" if failed else "")
-        case ev.LeasesExpired(count=count, failed=failed):
+        case ev.LeasesExpired(count=count, failed=failed) | ev.FinishedPurged(count=count, failed=failed):
             return f"{name} {count}" + (" failed" if failed else "")
+        case ev.SchedulesLoaded(schedules=schedules, failed=failed):
+            states = " ".join(
+                f"{s.name}@{s.cursor.time()}{'(paused)' if s.paused else ''}"
+                f"{'(live)' if s.has_live_instance else ''}"
+                for s in schedules
+            )
+            return f"{name} [{states}]" + (" failed" if failed else "")
+        case ev.SchedulesMinted(minted=minted, failed=failed):
+            return f"{name} {minted}" + (" failed" if failed else "")
         case ev.StoreFaulted(transient=transient, detail=detail):
             return f"{name} {'transient' if transient else 'FATAL'} {_short(detail)}"
         case ev.ThreadsAbandoned(running=running, unreplaced=unreplaced):
@@ -67,6 +76,18 @@ def command(c: cmd.Command) -> str:
             return f"{name} {_ids(job_ids)}"
         case cmd.ExpireLeases(queues=queues, max_jobs=max_jobs):
             return f"{name} {','.join(queues)} x{max_jobs}"
+        case cmd.PurgeFinished(rules=rules, max_jobs=max_jobs):
+            return (
+                f"{name} "
+                + " ".join(f"{','.join(r.queues)}<{r.before.time()}" for r in rules)
+                + f" x{max_jobs}"
+            )
+        case cmd.MintSchedules(decisions=decisions):
+            return f"{name} " + " ".join(
+                f"{d.schedule}:{d.expected_cursor.time()}->{d.new_cursor.time()}"
+                f" mint{[t.time().isoformat() for t in d.ticks]} skip{d.skipped_count}"
+                for d in decisions
+            )
         case cmd.SignalCancellation(job_id=job_id) | cmd.AbandonExecution(job_id=job_id):
             return f"{name} {job_id}"
         case cmd.WakeAt(at=at):

@@ -127,7 +127,13 @@ class MemorySchedulingMixin:
         )
         return self._insert_runs(stored.definition, decision.ticks, now)
 
-    def _insert_runs(self, definition: ScheduleDefinition, ticks: Sequence[datetime], now: datetime) -> int:
+    def _insert_runs(
+        self,
+        definition: ScheduleDefinition,
+        ticks: Sequence[datetime],
+        now: datetime,
+        operation: str = "mint",
+    ) -> int:
         inserted = 0
         for tick in ticks:
             if (definition.name, tick) in self._ticks:
@@ -140,7 +146,7 @@ class MemorySchedulingMixin:
                 timeout=definition.timeout, schedule=definition.name, scheduled_for=tick,
             )  # fmt: skip
             self._put(job)
-            self._observed("mint", now, None, job)
+            self._observed(operation, now, None, job)
             inserted += 1
         if inserted and self.hints is not None:
             self.hints([definition.queue])
@@ -167,7 +173,7 @@ class MemorySchedulingMixin:
             stored = self._schedule_table().get(name)
             if stored is None or stored.removed_at is not None:
                 return TriggerResult.NOT_FOUND
-            self._insert_runs(stored.definition, [now], now)
+            self._insert_runs(stored.definition, [now], now, "trigger")
             self._record(actor, AuditAction.TRIGGER_SCHEDULE, name, now)
         return TriggerResult.TRIGGERED
 

@@ -1,7 +1,8 @@
 """Each invariant trips, under its own name, on a violation made by hand.
 
 The store-side invariants are fed hand-made changes; the shell-side ones run a real seed with a small
-subclass that breaks the one rule they guard (the seed is one known to reach that rule).
+subclass that breaks the one rule they guard (the seed is one known to reach that rule). Those of schedules
+and retention are in ``test_schedule_invariants``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from backwave_django.simulation.invariants import INVARIANTS, Checker, Violation
 from backwave_django.simulation.run import Plant, run
 from backwave_django.store.contract import JobView, LeaseView, OutcomeView, QueueView, StoreError
 from backwave_django.store.memory import JobChange, MemoryStore
+
+from .test_schedule_invariants import HAND_MADE as SCHEDULES
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LATER = T0 + timedelta(seconds=60)
@@ -282,5 +285,5 @@ def test_a_run_past_its_action_budget_is_a_livelock(monkeypatch):
 
 
 def test_every_invariant_has_a_violation_made_by_hand():
-    covered: Sequence[str] = [*HAND_MADE, *SHELL_SIDE, "NoLivelock"]
+    covered: Sequence[str] = [*HAND_MADE, *SHELL_SIDE, *SCHEDULES, "NoLivelock"]
     assert sorted(covered) == sorted(INVARIANTS)

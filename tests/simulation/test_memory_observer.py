@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from backwave_django.core.records import OutcomeKind, OutcomeReport
+from backwave_django.core.retention import PurgeRule
 from backwave_django.core.retry import RetryPolicy
+from backwave_django.core.schedules import MintDecision, Misfire
 from backwave_django.core.states import State
-from backwave_django.store.contract import NewJob
+from backwave_django.store.contract import NewJob, ScheduleDefinition
 from backwave_django.store.memory import JobChange, MemoryStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -90,3 +92,28 @@ def test_without_an_observer_nothing_is_built():
     enqueue(store)
     claim(store)
     assert store.observe is None and store.all_leases()
+
+
+def test_a_mint_a_run_now_and_a_purge_are_each_observed_under_their_own_name():
+    store, seen = observed_store()
+    every = timedelta(seconds=10)
+    definition = ScheduleDefinition(
+        name="tick", wire_name="w", queue="default", payload="{}", cron="", every=every, timezone="UTC",
+        misfire=Misfire.SKIP, no_overlap=False, max_attempts=1, timeout=None,
+    )  # fmt: skip
+    store.sync_schedules([definition], now=T0)
+    tick = T0 + every
+    decision = MintDecision(
+        schedule="tick", expected_cursor=T0, new_cursor=tick, ticks=(tick,), skipped=(), skipped_count=0
+    )
+    store.mint([decision], now=tick)
+    store.trigger_schedule("tick", actor="op", now=tick + every)
+    minted, triggered = seen[-2].after, seen[-1].after
+    assert [c.operation for c in seen] == ["mint", "trigger"]
+    assert (minted.schedule, minted.scheduled_for) == ("tick", tick)
+    assert (triggered.schedule, triggered.scheduled_for) == ("tick", tick + every)
+    store.cancel(minted.id, actor="op", now=tick)
+    rule = PurgeRule(queues=("default",), states=(State.CANCELLED,), before=tick + every)
+    assert store.purge([rule], max_jobs=10) == 1
+    purge = seen[-1]
+    assert (purge.operation, purge.before.id, purge.after) == ("purge", minted.id, None)

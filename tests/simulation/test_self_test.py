@@ -13,11 +13,15 @@ from backwave_django.simulation.plants import PLANTS, hunt
 from backwave_django.simulation.run import run
 
 SEEDS = {
-    "fence-ignores-attempt": (17, "OutcomeFromLeaseHolder"),
-    "claim-forgets-reservations": (226, "PumpPoolBound"),
-    "sweep-ignores-max-attempts": (10, "AttemptCeiling"),
+    "fence-ignores-attempt": (231, "OutcomeFromLeaseHolder"),
+    "claim-forgets-reservations": (10, "PumpPoolBound"),
+    "sweep-ignores-max-attempts": (17, "AttemptCeiling"),
     "release-charges-attempt": (61, "AttemptAccounting"),
     "paused-queue-claimed": (3, "PausedQueueNotClaimed"),
+    "mint-ignores-cursor": (9, "TickAccounting"),
+    "purge-by-age": (3, "PurgeOnlyFinished"),
+    "no-overlap-forgets-live-runs": (2, "NoOverlap"),
+    "coalesce-makes-up-every-tick": (27, "CoalesceOneMakeUp"),
 }
 BY_NAME = {plant.name: plant for plant in PLANTS}
 
