@@ -74,7 +74,7 @@ def fail_until(context: TaskContext, succeed_on: int) -> int:
     return context.attempt
 
 
-@task(queue_name="slow")
+@task()
 def sleep_for(seconds: float) -> str:
     import time
 

@@ -91,7 +91,7 @@ if django.VERSION >= (6, 0):  # Django's Tasks framework, on backwave (backwave_
     TASKS = {
         "default": {
             "BACKEND": "backwave_django.tasks.BackwaveBackend",
-            "QUEUES": ["default", "emails", "reports", "slow"],
+            "QUEUES": ["default", "emails", "reports"],
         }
     }
 # Tests and the torture run start worker processes with other settings: BACKWAVE_JSON replaces the dict.

@@ -72,7 +72,7 @@ def test_workers_run_tasks_and_another_process_reads_their_results():
 
 
 def test_a_running_task_reads_running_from_another_process_and_runs_again_after_its_worker_is_killed():
-    running = tasks.sleep_for.using(queue_name="default").enqueue(3.0)
+    running = tasks.sleep_for.enqueue(3.0)
     first = start_worker(settings=SHORT_LEASE)
     try:
         wait_until(lambda: result(running.id).status == TaskResultStatus.RUNNING, timeout=30)
