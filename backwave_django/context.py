@@ -61,6 +61,7 @@ class JobContext:
 
     __slots__ = (
         "_cancelled",
+        "_given_up",
         "attempt",
         "enqueued_at",
         "job_id",
@@ -95,6 +96,7 @@ class JobContext:
         self.enqueued_at = enqueued_at  # when the job was enqueued
         self.scope = AttemptScope()
         self._cancelled = cancelled or threading.Event()
+        self._given_up = False
 
     @property
     def cancelled(self) -> bool:
@@ -108,6 +110,16 @@ class JobContext:
     def raise_if_cancelled(self) -> None:
         if self._cancelled.is_set():
             raise JobCancelled(f"job {self.job_id} was asked to stop")
+
+    @property
+    def given_up(self) -> bool:
+        """True once the Pump has given this Attempt up (past its time limit, its lease lost, the shutdown):
+        whatever the handler does from then on is not its outcome."""
+        return self._given_up
+
+    def _give_up(self) -> None:
+        self._given_up = True
+        self._cancelled.set()
 
     @property
     def is_last_attempt(self) -> bool:

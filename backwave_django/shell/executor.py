@@ -14,6 +14,7 @@ attempt), until the outcome is written.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 import threading
@@ -150,6 +151,10 @@ class Executor:
         job = attempt.job
         if result.error is None:
             result = self._with_output(attempt, result)
+        elif isinstance(result.error, asyncio.CancelledError) and attempt.token.is_set():
+            # An async handler cancelled because it was asked to stop: why it stopped (its time limit, an
+            # operator, the shutdown) is the Driver's to say, as for a handler that stopped on its own.
+            result = replace(result, detail="", error_type="")
         with self._lock:
             ours = self._inflight.get(job.id) is attempt
             if ours:
@@ -203,6 +208,7 @@ class Executor:
             if attempt is not None:
                 attempt.abandoned = True
         if attempt is not None:
+            attempt.context._give_up()
             attempt.stop()
         return attempt
 

@@ -57,7 +57,13 @@ class BackwaveBackend(BaseTaskBackend):
         self._register(task)
 
     def _register(self, task: Task[Any, Any]) -> None:
-        if task.module_path not in registry:
+        held = registry.get(task.module_path) if task.module_path in registry else None
+        if held is not None and not isinstance(held, TaskRegistration):
+            raise InvalidTask(
+                f"the task's module path {task.module_path!r} is its wire name, and a @job "
+                f"({held.handler_path}) is registered under it already; rename the @job's wire name"
+            )
+        if held is None:
             registry.register(registration_for(task))  # as @task built it: the first build of it
 
     def known_task(self, wire_name: str, queue: str, priority: int) -> Task[Any, Any] | None:

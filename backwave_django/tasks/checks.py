@@ -86,7 +86,8 @@ def _unserved(backend: BackwaveBackend, where: str) -> list[checks.CheckMessage]
         served = conf.get().served_queues()
     except Exception:  # BACKWAVE itself is wrong: its own checks say how
         return []
-    queues = backend.queues or {"default"}
+    if not backend.queues:  # any queue: each registered task's own queue is checked by backwave.W001
+        return []
     return [
         checks.Warning(
             f"{where} lets tasks use the queue {queue!r}, which no group in BACKWAVE['GROUPS'] serves: its "
@@ -95,5 +96,5 @@ def _unserved(backend: BackwaveBackend, where: str) -> list[checks.CheckMessage]
             f"{where}['QUEUES'].",
             id="backwave.W071",
         )
-        for queue in sorted(queues - served)
+        for queue in sorted(backend.queues - served)
     ]

@@ -81,9 +81,9 @@ class TaskRegistration(JobRegistration):
         try:
             value = self.target(*self._args(result, arguments), **arguments["kwargs"])
         except BaseException as exc:
-            self._failed(result, exc)  # inside the except, as Django does, so its log has the traceback
+            self._failed(result, exc, context)  # inside the except, as Django does: its log has the traceback
             raise
-        return self._finished(result, value)
+        return self._finished(result, value, context)
 
     async def _run_async(self, arguments: Mapping[str, Any], context: JobContext) -> Any:
         """The same for an ``async def`` task; the signals' receivers run in the Attempt's own thread."""
@@ -91,29 +91,32 @@ class TaskRegistration(JobRegistration):
         try:
             value = await self.target(*self._args(result, arguments), **arguments["kwargs"])
         except BaseException as exc:
-            await sync_to_async(self._failed)(result, exc)
+            await sync_to_async(self._failed)(result, exc, context)
             raise
-        return await sync_to_async(self._finished)(result, value)
+        return await sync_to_async(self._finished)(result, value, context)
 
     def _args(self, result: TaskResult[Any, Any], arguments: Mapping[str, Any]) -> list[Any]:
         args = list(arguments["args"])
         return [TaskContext(task_result=result), *args] if self.task.takes_context else args
 
-    def _failed(self, result: TaskResult[Any, Any], exc: BaseException) -> None:
+    def _failed(self, result: TaskResult[Any, Any], exc: BaseException, context: JobContext) -> None:
+        if context.given_up:  # its outcome was decided without it (the Driver's time limit, say)
+            return
         error = TaskError(exception_class_path=class_path(exc), traceback=format_traceback(exc))
         errors = [*result.errors, error]
         _send(task_finished, _ended(result, TaskResultStatus.FAILED, errors=errors))
 
-    def _finished(self, result: TaskResult[Any, Any], value: Any) -> Any:
+    def _finished(self, result: TaskResult[Any, Any], value: Any, context: JobContext) -> Any:
         """The return value as Django's Tasks keep it; one that is not JSON data fails the Attempt."""
         try:
             value = plain(value, "a task's return value")
         except codec.PayloadError as exc:
-            self._failed(result, exc)
+            self._failed(result, exc, context)
             raise
-        ended = _ended(result, TaskResultStatus.SUCCESSFUL)
-        object.__setattr__(ended, "_return_value", value)
-        _send(task_finished, ended)
+        if not context.given_up:
+            ended = _ended(result, TaskResultStatus.SUCCESSFUL)
+            object.__setattr__(ended, "_return_value", value)
+            _send(task_finished, ended)
         return value
 
 

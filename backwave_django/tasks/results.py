@@ -71,8 +71,12 @@ def read_result(backend: BackwaveBackend, job_id: int) -> TaskResult[Any, Any] |
         arguments = codec.decode(job.payload)
     except codec.PayloadDecodeError:
         arguments = {}
-    attempts = [o for o in store.list_outcomes(job_id) if o.kind is not OutcomeKind.RELEASED]
     lease = store.get_lease(job_id) if job.state is State.LEASED else None
+    # One Outcome per counted Attempt; a requeue starts the count again, so the Attempts of this run are
+    # the last ``job.attempt`` of them (the running one is the lease's, not an Outcome yet).
+    ended = [o for o in store.list_outcomes(job_id) if o.kind is not OutcomeKind.RELEASED]
+    this_run = job.attempt - (lease is not None)
+    attempts = ended[len(ended) - this_run :] if this_run > 0 else []
     starts = [o.started_at for o in attempts if o.started_at is not None]
     if lease is not None:
         starts.append(lease.claimed_at)

@@ -377,3 +377,47 @@ def test_good_settings_pass_the_checks_and_options_apply(settings):
     result = tasks.noop_task.enqueue()
     job = Job.objects.get(id=int(result.id))
     assert (job.max_attempts, job.timeout) == (3, dt.timedelta(seconds=60))
+
+
+def test_after_a_requeue_the_attempts_count_again_from_one():
+    result = tasks.attempt_number.enqueue()
+    job = Job.objects.get(id=int(result.id))
+    with TestPump() as pump:
+        pump.store.claim(
+            worker_id="crashed:1:g:x",
+            queues=["default"],
+            max_jobs=1,
+            lease_duration=dt.timedelta(seconds=1),
+            now=pump.now,
+        )
+        Job.objects.filter(id=job.id).update(max_attempts=1)
+        pump.advance(dt.timedelta(seconds=10))  # its lease lapses at the ceiling: dead-lettered
+        assert default_task_backend.get_result(result.id).status == TaskResultStatus.FAILED
+        from backwave_django import requeue_job
+
+        requeue_job(job.id, actor="ops")
+        pump.run_due()
+    again = default_task_backend.get_result(result.id)
+    assert again.status == TaskResultStatus.SUCCESSFUL and again.return_value == 1
+    assert again.attempts == 1 and again.errors == []
+
+
+def test_a_task_whose_module_path_a_job_holds_already_is_refused():
+    from django.tasks import task
+
+    from backwave_django import job
+
+    def collide() -> None: ...
+
+    collide.__module__, collide.__qualname__ = "tests.collisions", "collide"
+    job("tests.collisions.collide")(lambda: None)
+    try:
+        with pytest.raises(InvalidTask, match="a @job"):
+            task()(collide)
+    finally:
+        registry.unregister("tests.collisions.collide")
+
+
+def test_queues_left_open_are_checked_per_task_not_by_the_backend(settings):
+    settings.TASKS = {"default": {"BACKEND": "backwave_django.tasks.BackwaveBackend", "QUEUES": []}}
+    assert task_backends["default"].check() == []

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,26 @@ def test_a_running_task_reads_running_from_another_process_and_runs_again_after_
     done = result(running.id)
     assert done.status == TaskResultStatus.SUCCESSFUL and done.return_value == "slept"
     assert done.attempts == 2 and done.errors[0].exception_class.__name__ == "LeaseExpired"
+
+
+def test_a_task_given_up_at_its_time_limit_sends_no_success_when_its_thread_returns_later(settings):
+    from django.tasks.signals import task_finished
+
+    from .helpers import group, running
+
+    finished: list[str] = []
+
+    def receive(sender, task_result, **kwargs):
+        finished.append(task_result.status)
+
+    result = tasks.sleep_for.enqueue(4.0)  # ignores its time limit; returns after 4 s, long past it
+    Job.objects.filter(id=int(result.id)).update(max_attempts=1)
+    task_finished.connect(receive)
+    try:
+        with running(settings, {"default": group(TIMEOUT=0.3)}, grace=10):
+            wait_until(lambda: default_task_backend.get_result(result.id).status == TaskResultStatus.FAILED)
+            time.sleep(2.5)  # its thread returns meanwhile
+    finally:
+        task_finished.disconnect(receive)
+    assert TaskResultStatus.SUCCESSFUL not in finished
+    assert Job.objects.get(id=int(result.id)).terminal_cause == "timed out after 0.3 s"
