@@ -3,14 +3,14 @@
 A :class:`Change` pairs the decision of ``core.transitions`` with what is written beside it (who ended
 the Attempt, its traceback), already cleaned and bounded. Every store builds its changes here, so they all
 write the same thing for the same event. Every other decision a store asks of ``core.transitions`` (may a
-claim lease this job, what does a cancel do, may this job be requeued) goes through here too, so that a move
-the legal transitions forbid is refused as the contract says: with :class:`StoreError`, before anything is
-written.
+claim lease this job, what does a cancel do, may this job be requeued, may a purge delete jobs in these
+states) goes through here too, so that a move the legal transitions forbid is refused as the contract says:
+with :class:`StoreError`, before anything is written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,6 +42,12 @@ def check_claim(state: State) -> None:
     """Raise :class:`StoreError` unless a claim may lease a job in ``state``."""
     with _legal_moves_only():
         transitions.claim(state)
+
+
+def check_purge(states: Iterable[State]) -> None:
+    """Raise :class:`StoreError` unless every state is final: a purge deletes finished jobs only."""
+    with _legal_moves_only():
+        transitions.check_purge(states)
 
 
 def cancel_effect(state: State) -> transitions.CancelEffect:

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, connections, models
 from django.db.models import F, Min, QuerySet
 
-from ..core import transitions
 from ..core.records import AuditAction
 from ..core.retention import PurgeRule
 from ..core.schedules import MAX_RECORDED_SKIPS, MintDecision, Misfire, ScheduleState
 from ..core.states import TERMINAL_STATES, State
 from ..models import AuditRecord, Job, Lease, Outcome, Schedule
+from . import changes
 from .contract import ScheduleDefinition, ScheduleView, SyncResult, TriggerResult
 
 if TYPE_CHECKING:
@@ -287,9 +287,7 @@ class SchedulingMixin:
         for rule in rules:
             if purged >= max_jobs:
                 break
-            transitions.check_purge(
-                rule.states
-            )  # a rule that named a live state would be a bug: never delete
+            changes.check_purge(rule.states)  # a rule that named a live state would be a bug: never delete
             purged += self._purge_rule(rule, max_jobs - purged, dry_run)
         return purged
 

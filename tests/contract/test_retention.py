@@ -9,7 +9,7 @@ import pytest
 
 from backwave_django.core.retention import FAILED_CLASS, SUCCEEDED_CLASS, PurgeRule
 from backwave_django.core.states import State
-from backwave_django.core.transitions import IllegalTransition
+from backwave_django.store.contract import StoreError
 
 from ..conftest import T0
 from .support import enqueue, job_in_state
@@ -45,7 +45,7 @@ def test_a_purge_keeps_to_its_states_and_its_queues(store):
 def test_a_purge_never_touches_a_live_job_and_refuses_a_rule_that_names_one(store):
     live = [job_in_state(store, s, now=T0) for s in (State.LEASED, State.SCHEDULED)]
     assert store.purge([rule(states=(*SUCCEEDED_CLASS,))], max_jobs=500) == 0
-    with pytest.raises(IllegalTransition, match="only delete finished jobs"):
+    with pytest.raises(StoreError, match="refused: a purge may only delete finished jobs"):
         store.purge([rule(states=(State.SCHEDULED,))], max_jobs=500)
     assert all(store.get_job(i) is not None for i in live)
 
