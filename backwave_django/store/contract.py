@@ -86,13 +86,16 @@ class WireNameTooLong(StoreError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewJob:
-    """One job for :meth:`JobStore.enqueue`, its arguments already encoded as JSON text (``payload``)."""
+    """One job for :meth:`JobStore.enqueue`, its arguments already encoded as JSON text (``payload``).
+
+    Every field but ``timeout`` is required: the defaults (the job's queue, ``BACKWAVE['MAX_ATTEMPTS']``) are
+    the caller's to apply, from ``conf`` and the job's registration, so no store holds a copy of them."""
 
     wire_name: str
     payload: str
-    queue: str = "default"
+    queue: str
     due_at: datetime
-    max_attempts: int = 10
+    max_attempts: int
     timeout: timedelta | None = None  #: the job's own time limit per Attempt; None: its group's
 
 
