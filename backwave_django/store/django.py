@@ -116,6 +116,10 @@ class DjangoStore(SchedulingMixin):
     def _hint_other_processes(self, queues: Sequence[str]) -> None:
         """Inside an enqueue's transaction: wake Pumps of other processes when it commits."""
 
+    def _among(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``column`` is one of ``values``, as SQL and its parameters: a placeholder per value."""
+        return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
+
     def _insert_batch_size(self, largest_text: int) -> int | None:
         """Rows per INSERT for rows whose text columns hold at most ``largest_text`` characters, where the
         database bounds a statement's size (MariaDB's max_allowed_packet); None: Django's own batches."""

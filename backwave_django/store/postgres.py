@@ -243,6 +243,10 @@ class PostgresStore(DjangoStore):
     def _hint_other_processes(self, queues: Sequence[str]) -> None:
         self._execute(NOTIFY, [HINT_CHANNEL, list(queues)])  # delivered at commit, and only then
 
+    def _among(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """One array parameter, whatever the number of values: one statement text for every batch size."""
+        return f"{column} = ANY(%s)", [list(values)]
+
     def _rows(self, sql: str, params: Any, *, prepare: bool = False) -> list[tuple[Any, ...]]:
         """Run one hot statement with server-side binding. It still goes through Django's cursor wrapper,
         so execute wrappers see it.

@@ -93,28 +93,6 @@ def _cascading_relations() -> list[Any]:
     ]
 
 
-class _Among:
-    """``DELETE ... WHERE column IN (values) AND ...`` for a connection: one array parameter on PostgreSQL,
-    a placeholder per value elsewhere."""
-
-    def __init__(self, connection: Any) -> None:
-        self.connection = connection
-
-    def delete(
-        self, model: type[models.Model], *conditions: tuple[str, Sequence[Any]]
-    ) -> tuple[str, list[Any]]:
-        clauses, params = [], []
-        for column, values in conditions:
-            if self.connection.vendor == "postgresql":
-                clauses.append(f"{column} = ANY(%s)")
-                params.append(list(values))
-            else:
-                clauses.append(f"{column} IN ({', '.join(['%s'] * len(values))})")
-                params += values
-        table = self.connection.ops.quote_name(model._meta.db_table)
-        return f"DELETE FROM {table} WHERE {' AND '.join(clauses)}", params
-
-
 class SchedulingMixin:
     """The schedule and retention operations of the Storage Contract, through the ORM."""
 
@@ -129,6 +107,8 @@ class SchedulingMixin:
         ) -> None: ...
 
         def _hint_this_process(self, queues: Sequence[str]) -> None: ...
+
+        def _among(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]: ...
 
     # -- the set of schedules ----------------------------------------------------------------------
 
@@ -328,14 +308,27 @@ class SchedulingMixin:
             AuditRecord.objects.using(self.using).filter(target__in=targets, action__in=audit).delete()
             deleted = Job.objects.using(self.using).filter(id__in=ids, state__in=finished).delete()
             return int(deleted[1].get(Job._meta.label, 0))
-        connection = connections[self.using]
-        ours = _Among(connection)
-        with connection.cursor() as cursor:
+        with connections[self.using].cursor() as cursor:
             for model in (Outcome, Lease):
-                cursor.execute(*ours.delete(model, ("job_id", ids)))
-            cursor.execute(*ours.delete(AuditRecord, ("target", [str(i) for i in ids]), ("action", audit)))
-            cursor.execute(*ours.delete(Job, ("id", ids), ("state", finished)))
+                cursor.execute(*self._delete_where(model, ("job_id", ids)))
+            cursor.execute(
+                *self._delete_where(AuditRecord, ("target", [str(i) for i in ids]), ("action", audit))
+            )
+            cursor.execute(*self._delete_where(Job, ("id", ids), ("state", finished)))
             return int(cursor.rowcount)
+
+    def _delete_where(
+        self, model: type[models.Model], *conditions: tuple[str, Sequence[Any]]
+    ) -> tuple[str, list[Any]]:
+        """``DELETE FROM table WHERE column IN (values) AND ...``, each condition as the database's hook
+        writes it (:meth:`DjangoStore._among`)."""
+        clauses, params = [], []
+        for column, values in conditions:
+            clause, values_params = self._among(column, values)
+            clauses.append(clause)
+            params += values_params
+        table = connections[self.using].ops.quote_name(model._meta.db_table)
+        return f"DELETE FROM {table} WHERE {' AND '.join(clauses)}", params
 
     def oldest_finished(self, queues: Sequence[str] | None = None) -> dict[State, datetime]:
         found: dict[State, datetime] = {}
