@@ -39,9 +39,19 @@ def _legal_moves_only() -> Iterator[None]:
 
 
 def check_claim(state: State) -> None:
-    """Raise :class:`StoreError` unless a claim may lease a job in ``state``."""
+    """Raise :class:`StoreError` unless a claim may lease a job in ``state``: a store that reads each job's
+    state before it leases it (the memory store) checks the state it read."""
     with _legal_moves_only():
         transitions.claim(state)
+
+
+def claimable_state() -> State:
+    """The state a database store's claim selects (its ``WHERE state = ...``), after checking against the
+    legal transitions, at run time, that a claim may lease a job in it. That WHERE clause is the guard on each
+    row: a claim never touches a job in another state, so it need not read and check every job's state (the
+    memory store, which reads them anyway, checks each with :func:`check_claim`)."""
+    check_claim(transitions.CLAIMABLE)
+    return transitions.CLAIMABLE
 
 
 def check_purge(states: Iterable[State]) -> None:

@@ -220,8 +220,10 @@ class DjangoStore(SchedulingMixin):
         ids = list(picked[:take])
         if not ids:
             return []
-        changes.check_claim(State.SCHEDULED)
-        jobs.filter(id__in=ids, state=State.SCHEDULED).update(state=State.LEASED, attempt=F("attempt") + 1)
+        state = changes.claimable_state()  # what claimable() picks from, its move to leased checked
+        moved = jobs.filter(id__in=ids, state=state).update(state=State.LEASED, attempt=F("attempt") + 1)
+        if moved != len(ids):  # picked rows are locked (on SQLite, the database is): only a bug gets here
+            raise StoreError(f"{len(ids) - moved} of jobs {sorted(ids)} left {state} while being claimed")
         rows = list(jobs.filter(id__in=ids).order_by("due_at", "id").values_list(*CLAIMED_FIELDS))
         expires = now + lease_duration
         Lease.objects.using(self.using).bulk_create(
