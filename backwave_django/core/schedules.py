@@ -14,7 +14,10 @@ A fixed interval ignores zones: ticks are ``cursor + n * every``.
 :func:`plan` decides, from where a schedule's cursor stands and ``now``, which ticks to mint and which to
 skip. A tick is *fresh* while it is less than ``grace`` old, else *missed* (its workers, or the database, were
 down). ``skip`` (the default) mints fresh ticks and records missed ones as skipped; ``coalesce`` mints exactly
-one make-up run for all the missed ticks, however many, then carries on. ``no_overlap`` skips every tick
+one make-up run for all the missed ticks, however many, then carries on. A pass walks at most ``limit`` ticks,
+so a longer backlog takes several passes; each tick is fresh or missed by the clock alone, and the make-up run
+is minted by the pass whose walk reaches the end of the missed ticks, so where the passes stop changes
+nothing. ``no_overlap`` skips every tick
 while the schedule's previous run is not finished, and mints at most one. The cursor moves to the last tick
 considered, so every tick is decided once; the store moves it by compare-and-set, so across a cluster each
 tick is minted at most once.
@@ -156,39 +159,36 @@ class Window:
     last: datetime | None
     fresh: tuple[datetime, ...]
     missed: tuple[datetime, ...]  # the most recent missed ticks, oldest first, at most MAX_RECORDED_SKIPS
-    complete: bool  # False when ``limit`` stopped the walk before ``until``
+    more_missed: bool  # ``limit`` stopped the walk and the next tick is missed too: the backlog goes on
 
 
-EMPTY = Window(count=0, last=None, fresh=(), missed=(), complete=True)
+EMPTY = Window(count=0, last=None, fresh=(), missed=(), more_missed=False)
 
 
 def _every_window(after: datetime, until: datetime, every: timedelta, grace: timedelta, limit: int) -> Window:
-    count = max(0, (until - after) // every)
-    complete = count <= limit
-    count = min(count, limit)
+    due = max(0, (until - after) // every)
+    count = min(due, limit)
     if count == 0:
         return EMPTY
     last = after + every * count
+    more_missed = due > count and until - (last + every) > grace
     ticks = [last - every * k for k in range(min(count, MAX_RECORDED_SKIPS + grace // every + 1) - 1, -1, -1)]
-    fresh = tuple(t for t in ticks if complete and until - t <= grace)
-    missed = tuple(t for t in ticks if t not in fresh)[-MAX_RECORDED_SKIPS:]
-    return Window(count=count, last=last, fresh=fresh, missed=missed, complete=complete)
+    fresh = tuple(t for t in ticks if until - t <= grace)
+    missed = tuple(t for t in ticks if until - t > grace)[-MAX_RECORDED_SKIPS:]
+    return Window(count=count, last=last, fresh=fresh, missed=missed, more_missed=more_missed)
 
 
 def _cron_window(walk: Iterator[datetime], until: datetime, grace: timedelta, limit: int) -> Window:
-    count, last, complete = 0, None, True
+    count, last, more_missed = 0, None, False
     fresh: list[datetime] = []
     missed: deque[datetime] = deque(maxlen=MAX_RECORDED_SKIPS)
     while (tick := next(walk)) <= until:  # the walk never ends: a cadence ticks for ever
         if count == limit:
-            complete = False
+            more_missed = until - tick > grace
             break
         count, last = count + 1, tick
         (fresh if until - tick <= grace else missed).append(tick)
-    if not complete:  # the walk stopped short of now: nothing it saw is fresh
-        missed.extend(fresh)
-        fresh = []
-    return Window(count=count, last=last, fresh=tuple(fresh), missed=tuple(missed), complete=complete)
+    return Window(count=count, last=last, fresh=tuple(fresh), missed=tuple(missed), more_missed=more_missed)
 
 
 def _cron_walk(
@@ -259,8 +259,10 @@ def plan(
         return None
     if state.paused:
         mint: tuple[datetime, ...] = ()
-    elif state.misfire is Misfire.COALESCE and window.missed and window.complete:
-        mint = (window.missed[-1], *window.fresh)  # one make-up run stands for every missed tick
+    elif state.misfire is Misfire.COALESCE and window.missed and not window.more_missed:
+        # One make-up run stands for every missed tick, minted when the walk has reached the last of them
+        # (earlier passes of a long backlog skip theirs).
+        mint = (window.missed[-1], *window.fresh)
     else:
         mint = window.fresh
     if state.no_overlap:

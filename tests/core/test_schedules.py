@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -10,6 +11,7 @@ from croniter import croniter
 
 from backwave_django.core.schedules import (
     MAX_RECORDED_SKIPS,
+    MAX_TICKS_PER_PASS,
     Cadence,
     Misfire,
     ScheduleState,
@@ -233,6 +235,53 @@ def test_a_backlog_longer_than_a_pass_is_worked_off_and_coalesced_only_at_its_en
     decision = plan(cron_second, T0 + timedelta(hours=5), GRACE, limit=1000)
     assert (decision.ticks, decision.skipped_count) == ((), 1000)
     assert decision.new_cursor == T0 + timedelta(seconds=1000)
+
+
+def passes(schedule: ScheduleState, now: datetime, limit: int) -> tuple[list[datetime], int]:
+    """Pass after pass at ``now``, each from where the last left the cursor, until nothing is left: every
+    tick minted, and how many were skipped."""
+    minted: list[datetime] = []
+    skipped, walkers = 0, Walkers()
+    while (decision := plan(schedule, now, GRACE, limit, walkers)) is not None:
+        minted += decision.ticks
+        skipped += decision.skipped_count
+        schedule = replace(schedule, cursor=decision.new_cursor)
+    return minted, skipped
+
+
+def test_coalesce_mints_one_make_up_run_when_the_last_pass_of_a_long_backlog_holds_only_fresh_ticks():
+    # Every second, 10,030 s down: the first pass walks 10,000 ticks, the last 30, all of them fresh.
+    now = T0 + timedelta(seconds=10_030)
+    every_second = state(cadence=Cadence(every=timedelta(seconds=1)), misfire=Misfire.COALESCE)
+    minted, skipped = passes(every_second, now, MAX_TICKS_PER_PASS)
+    first_fresh = now - GRACE
+    assert minted == [first_fresh - timedelta(seconds=1)] + [
+        first_fresh + timedelta(seconds=n) for n in range(61)
+    ]
+    assert skipped == 10_030 - len(minted)
+
+
+@pytest.mark.parametrize("cadence", [Cadence(every=timedelta(seconds=1)), Cadence(cron="* * * * * *")])
+@pytest.mark.parametrize("outage", [1_000, 1_030, 1_059, 1_060, 1_061, 1_099, 1_100, 1_101, 1_250])
+def test_where_the_passes_of_a_backlog_stop_changes_nothing_and_coalesce_mints_one_make_up_run(
+    cadence, outage
+):
+    now = T0 + timedelta(seconds=outage)
+    schedule = state(cadence=cadence, misfire=Misfire.COALESCE)
+    in_passes = passes(schedule, now, limit=100)
+    assert in_passes == passes(schedule, now, limit=10_000)  # one pass
+    minted, skipped = in_passes
+    assert [t for t in minted if now - t > GRACE] == [now - GRACE - timedelta(seconds=1)]  # one make-up run
+    assert minted[1:] == [now - GRACE + timedelta(seconds=n) for n in range(61)]  # then every fresh tick
+    assert skipped == outage - len(minted)
+
+
+def test_skip_mints_the_fresh_ticks_of_a_long_backlog_wherever_its_passes_stop():
+    now = T0 + timedelta(seconds=1_030)
+    for cadence in (Cadence(every=timedelta(seconds=1)), Cadence(cron="* * * * * *")):
+        minted, skipped = passes(state(cadence=cadence), now, limit=100)
+        assert minted == [now - GRACE + timedelta(seconds=n) for n in range(61)]
+        assert skipped == 1_030 - 61
 
 
 def test_no_overlap_skips_every_tick_while_the_last_run_is_live_and_mints_at_most_one():
