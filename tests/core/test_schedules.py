@@ -51,6 +51,14 @@ def test_croniter_steps_and_ranges_mean_what_we_document(expression, expected):
     assert [walker.get_next(datetime).strftime("%H:%M") for _ in expected] == expected
 
 
+def test_a_restricted_day_of_month_and_weekday_fire_on_either_even_when_one_starts_with_a_star():
+    # Vixie cron reads "*/10 ... 1" as "day 1, 11, 21 or 31 AND a Monday"; croniter 1.4.0 did too, for one
+    # release. We document (and croniter 7.0 does) the POSIX reading: either day.
+    walker = croniter("0 0 */10 * 1", datetime(2026, 1, 1))
+    fired = [walker.get_next(datetime).strftime("%m-%d %a") for _ in range(5)]
+    assert fired == ["01-05 Mon", "01-11 Sun", "01-12 Mon", "01-19 Mon", "01-21 Wed"]
+
+
 def test_six_fields_put_the_seconds_last():
     cadence = Cadence(cron="*/20 * * * * 30")
     assert ticks(cadence, T0, 3, zone=ZoneInfo("UTC")) == [
