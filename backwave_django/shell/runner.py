@@ -149,8 +149,9 @@ class CommandRunner:
                 except Exception as exc:
                     if self.raise_faults or store.is_transient_fault(exc):
                         raise
-                    # Housekeeping never halts a Pump: a purge that cannot delete (a model of the project
-                    # protects a finished job, say) is logged and tried again later.
+                    # Housekeeping never halts a Pump. A row the database refuses to delete does not get
+                    # here (the store deletes around it and passes over it); what does (a deferred foreign
+                    # key that SQLite checks only at commit, say) is logged and tried again later.
                     logger.error(
                         "%s: could not purge finished jobs (retrying later): %s",
                         self.worker_id, describe(exc), exc_info=exc,

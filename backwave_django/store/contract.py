@@ -365,14 +365,18 @@ class JobStore(Protocol):
     def resume_schedule(self, name: str, *, actor: str, now: datetime) -> bool: ...
 
     def trigger_schedule(self, name: str, *, actor: str, now: datetime) -> TriggerResult:
-        """Mint one run now, outside the cadence (the cursor does not move). Audited."""
+        """Mint one run now, outside the cadence (the cursor does not move), even while a run is live under
+        ``no_overlap``: an operator's override. Audited."""
         ...
 
     # -- retention -----------------------------------------------------------------------------------
 
     def purge(self, rules: Sequence[PurgeRule], *, max_jobs: int, dry_run: bool = False) -> int:
         """Delete at most ``max_jobs`` finished jobs by ``rules`` (oldest first), with their outcomes and
-        audit records. ``dry_run``: only count them. Never deletes a job that is not terminal."""
+        audit records. ``dry_run``: only count them. A rule naming a state that is not terminal is refused
+        (:class:`StoreError`), so a live job is never deleted. A job the database refuses to delete (a
+        reference the store cannot see) is left, logged and passed over by this store's later purges, and the
+        batch is filled from the jobs behind it: one such job never holds back the others."""
         ...
 
     def oldest_finished(self, queues: Sequence[str] | None = None) -> dict[State, datetime]:

@@ -245,6 +245,9 @@ class PostgresStore(DjangoStore):
     def _hint_other_processes(self, queues: Sequence[str]) -> None:
         self._execute(NOTIFY, [HINT_CHANNEL, list(queues)])  # delivered at commit, and only then
 
+    def _check_constraints_at_once(self) -> None:
+        self._execute("SET CONSTRAINTS ALL IMMEDIATE", [])  # Django's foreign keys are deferred
+
     def _among(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         """One array parameter, whatever the number of values: one statement text for every batch size."""
         return f"{column} = ANY(%s)", [list(values)]

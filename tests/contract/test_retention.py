@@ -85,9 +85,9 @@ def test_a_finished_job_that_a_project_model_protects_is_never_purged(db_store):
 
 
 def test_with_a_cascading_project_relation_the_purge_uses_djangos_delete(db_store, monkeypatch):
-    from backwave_django.store import scheduling
+    from backwave_django.store import retention
 
-    monkeypatch.setattr(scheduling, "_cascading_relations", lambda: ["a project model with CASCADE"])
+    monkeypatch.setattr(retention, "_cascading_relations", lambda: ["a project model with CASCADE"])
     old = job_in_state(db_store, State.SUCCEEDED, now=T0)
     fresh = job_in_state(db_store, State.SUCCEEDED, now=T0 + 2 * DAY)
     assert db_store.purge([rule()], max_jobs=500) == 1
