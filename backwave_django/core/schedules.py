@@ -26,10 +26,11 @@ tick is minted at most once.
 from __future__ import annotations
 
 import enum
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -90,12 +91,43 @@ _NEXT_TICK: dict[tuple[str, str, datetime], datetime] = {}
 _NEXT_TICK_SIZE = 8192
 
 
+#: At most this many ticks a day for a day's ticks to be kept (see :func:`_daily_times`).
+MAX_DAILY_TICKS = 1440
+_A_DAY = date(2000, 1, 3)
+
+
+@lru_cache(maxsize=256)
+def _daily_times(expression: str) -> tuple[time, ...] | None:
+    """The wall-clock times of day at which ``expression`` ticks, when they are the same every day (the day
+    of the month, the month and the weekday are all ``*``) and there are at most MAX_DAILY_TICKS of them;
+    else None. croniter walks the one day; every later step is a lookup in it, which is exact, because such
+    an expression's wall-clock ticks repeat from day to day."""
+    if expression.split()[2:5] != ["*", "*", "*"]:
+        return None
+    walker = croniter(expression, datetime.combine(_A_DAY, time()) - timedelta(seconds=1))
+    times: list[time] = []
+    while (wall := walker.get_next(datetime)).date() == _A_DAY:
+        if len(times) == MAX_DAILY_TICKS:
+            return None
+        times.append(wall.time())
+    return tuple(times)
+
+
+def _next_in_day(times: tuple[time, ...], wall: datetime) -> datetime:
+    """The first wall-clock time strictly after ``wall`` of an expression that ticks at ``times`` each day."""
+    index = bisect_right(times, wall.time())
+    if index < len(times):
+        return datetime.combine(wall.date(), times[index])
+    return datetime.combine(wall.date() + timedelta(days=1), times[0])
+
+
 class Walkers:
     """Parsed cron expressions, kept by whoever walks them often (a Driver, a test pump): parsing and
     stepping cost far more than a lookup. Not shared between threads: each Driver has its own."""
 
     def __init__(self) -> None:
         self._parsed: dict[str, croniter] = {}
+        self._at: dict[str, datetime] = {}  # the wall time each walker last stepped to
 
     def next_tick(self, expression: str, zone: tzinfo, after: datetime) -> datetime:
         """The first tick strictly after ``after`` (see the module's rules for gaps and repeated hours)."""
@@ -110,15 +142,24 @@ class Walkers:
 
     def _step(self, expression: str, zone: tzinfo, after: datetime) -> datetime:
         wall = after.astimezone(zone).replace(tzinfo=None)
+        while True:
+            wall = self._next_wall(expression, wall)
+            tick = _instant(wall, zone)
+            if tick > after:  # not a wall time seen again (a repeated hour), nor mapped to the same instant
+                return tick
+
+    def _next_wall(self, expression: str, wall: datetime) -> datetime:
+        """The first wall-clock time strictly after ``wall`` at which ``expression`` ticks, by croniter."""
+        times = _daily_times(expression)
+        if times is not None:
+            return _next_in_day(times, wall)
         walker = self._parsed.get(expression)
         if walker is None:
             walker = self._parsed[expression] = croniter(expression, wall)
-        elif walker.get_current(datetime) != wall:  # a walk goes on from its last tick: no reset needed
+        elif self._at.get(expression) != wall:  # a walk goes on from its last tick: no reset needed
             walker.set_current(wall, force=True)
-        while True:
-            tick = _instant(walker.get_next(datetime), zone)
-            if tick > after:  # not a wall time seen again (a repeated hour), nor mapped to the same instant
-                return tick
+        self._at[expression] = stepped = walker.get_next(datetime)
+        return stepped
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

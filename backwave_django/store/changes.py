@@ -10,8 +10,7 @@ with :class:`StoreError`, before anything is written.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -29,20 +28,19 @@ CLAIMED_FIELDS = (
 )  # fmt: skip
 
 
-@contextmanager
-def _legal_moves_only() -> Iterator[None]:
-    """A move a table names but ``states.TRANSITIONS`` forbids (a bug in a table) refuses the operation."""
-    try:
-        yield
-    except transitions.IllegalTransition as exc:
-        raise StoreError(f"refused: {exc}") from exc
+def _refused(exc: transitions.IllegalTransition) -> StoreError:
+    """A move a table names but ``states.TRANSITIONS`` forbids (a bug in a table) refuses the operation. (A
+    plain ``try`` in each function below: a context manager would cost more than the checks, per job.)"""
+    return StoreError(f"refused: {exc}")
 
 
 def check_claim(state: State) -> None:
     """Raise :class:`StoreError` unless a claim may lease a job in ``state``: a store that reads each job's
     state before it leases it (the memory store) checks the state it read."""
-    with _legal_moves_only():
+    try:
         transitions.claim(state)
+    except transitions.IllegalTransition as exc:
+        raise _refused(exc) from exc
 
 
 def claimable_state() -> State:
@@ -56,23 +54,31 @@ def claimable_state() -> State:
 
 def check_purge(states: Iterable[State]) -> None:
     """Raise :class:`StoreError` unless every state is final: a purge deletes finished jobs only."""
-    with _legal_moves_only():
+    try:
         transitions.check_purge(states)
+    except transitions.IllegalTransition as exc:
+        raise _refused(exc) from exc
 
 
 def cancel_effect(state: State) -> transitions.CancelEffect:
-    with _legal_moves_only():
+    try:
         return transitions.cancel_effect(state)
+    except transitions.IllegalTransition as exc:
+        raise _refused(exc) from exc
 
 
 def can_requeue(state: State) -> bool:
-    with _legal_moves_only():
+    try:
         return transitions.can_requeue(state)
+    except transitions.IllegalTransition as exc:
+        raise _refused(exc) from exc
 
 
 def _after_attempt(kind: OutcomeKind, **facts: Any) -> transitions.Move:
-    with _legal_moves_only():
+    try:
         return transitions.after_attempt(kind, **facts)
+    except transitions.IllegalTransition as exc:
+        raise _refused(exc) from exc
 
 
 def claimed_job(row: Sequence[Any]) -> ClaimedJob:

@@ -16,6 +16,7 @@ from backwave_django.core.schedules import (
     Misfire,
     ScheduleState,
     Walkers,
+    _instant,
     cron_problem,
     plan,
     zone_problem,
@@ -57,6 +58,56 @@ def test_a_restricted_day_of_month_and_weekday_fire_on_either_even_when_one_star
     walker = croniter("0 0 */10 * 1", datetime(2026, 1, 1))
     fired = [walker.get_next(datetime).strftime("%m-%d %a") for _ in range(5)]
     assert fired == ["01-05 Mon", "01-11 Sun", "01-12 Mon", "01-19 Mon", "01-21 Wed"]
+
+
+def croniter_ticks(expression: str, zone: ZoneInfo, after: datetime, until: datetime) -> list[datetime]:
+    """The ticks by croniter stepping tick after tick, with our rules for gaps and repeated hours."""
+    walker, found = croniter(expression, after.astimezone(zone).replace(tzinfo=None)), [after]
+    while found[-1] < until:
+        tick = _instant(walker.get_next(datetime), zone)
+        if tick > found[-1]:
+            found.append(tick)
+    return found[1:]
+
+
+def walked(expression: str, zone: ZoneInfo, after: datetime, until: datetime) -> list[datetime]:
+    cadence, walkers, found = Cadence(cron=expression, timezone=str(zone)), Walkers(), [after]
+    while found[-1] < until:
+        found.append(cadence.next_after(found[-1], walkers))
+    return found[1:]
+
+
+#: The four DST changes of 2026 in Paris and New York (UTC), and a span of days for a longer walk.
+DST_CHANGES = [
+    datetime(2026, 3, 8, 7, tzinfo=UTC),
+    datetime(2026, 3, 29, 1, tzinfo=UTC),
+    datetime(2026, 10, 25, 1, tzinfo=UTC),
+    datetime(2026, 11, 1, 6, tzinfo=UTC),
+]
+
+
+@pytest.mark.parametrize(
+    ("expression", "days"),
+    [
+        ("0 * * * *", 40),
+        ("*/15 * * * *", 10),
+        ("30 2 * * *", 40),
+        ("5,35 1-3 * * *", 40),
+        ("59 23 * * *", 40),
+        ("*/20 * * * * 30", 10),
+        ("* * * * *", 0),  # MAX_DAILY_TICKS a day: the most a day's ticks are kept for
+        ("*/30 * * * * *", 0),  # more: stepped by croniter
+        ("0 3 * * 1-5", 40),  # not every day alike: stepped by croniter
+    ],
+)
+@pytest.mark.parametrize("zone", [ZoneInfo("UTC"), PARIS, NEW_YORK])
+def test_walking_a_day_s_ticks_once_gives_every_tick_croniter_gives(expression, days, zone):
+    spans = [(change - timedelta(hours=3), change + timedelta(hours=3)) for change in DST_CHANGES]
+    spans.append(
+        (datetime(2026, 10, 10, tzinfo=UTC), datetime(2026, 10, 10, tzinfo=UTC) + timedelta(days=days))
+    )
+    for after, until in spans:
+        assert walked(expression, zone, after, until) == croniter_ticks(expression, zone, after, until)
 
 
 def test_six_fields_put_the_seconds_last():
