@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from . import codec
@@ -45,6 +46,17 @@ def _context_parameter(signature: inspect.Signature) -> str | None:
         if annotation is JobContext or annotation in ("JobContext", "backwave_django.JobContext"):
             return name
     return "context" if "context" in signature.parameters else None
+
+
+@lru_cache(maxsize=1024)
+def _misfit(signature: inspect.Signature, names: tuple[str, ...]) -> str | None:
+    """Why keyword arguments by these names, in this order, do not fit ``signature``, or None. Binding
+    keyword arguments looks at their names only, so every payload of a job is checked at the cost of one."""
+    try:
+        signature.bind(**dict.fromkeys(names))
+    except TypeError as exc:
+        return str(exc)
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,11 +95,10 @@ class JobRegistration:
     def decode(self, payload: str) -> dict[str, Any]:
         """The stored arguments, checked against today's signature. Raises PayloadDecodeError."""
         arguments = codec.decode(payload)
-        try:
-            self.signature.bind(**arguments)
-        except TypeError as exc:
-            message = f"payload does not fit {self.handler_path}{self.signature}: {exc}"
-            raise codec.PayloadDecodeError(message) from None
+        problem = _misfit(self.signature, tuple(arguments))
+        if problem is not None:
+            message = f"payload does not fit {self.handler_path}{self.signature}: {problem}"
+            raise codec.PayloadDecodeError(message)
         return arguments
 
     def new_instance(self, context: JobContext) -> Any:

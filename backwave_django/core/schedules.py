@@ -87,7 +87,7 @@ def _zone(name: str) -> tzinfo:
 
 #: The first tick after an instant, by (expression, zone, instant): a pure function's memo (like lru_cache),
 #: shared by every walker. Dict reads and writes are atomic, so threads may share it.
-_NEXT_TICK: dict[tuple[str, str, datetime], datetime] = {}
+_NEXT_TICK: dict[tuple[str, tzinfo, datetime], datetime] = {}
 _NEXT_TICK_SIZE = 8192
 
 
@@ -131,7 +131,7 @@ class Walkers:
 
     def next_tick(self, expression: str, zone: tzinfo, after: datetime) -> datetime:
         """The first tick strictly after ``after`` (see the module's rules for gaps and repeated hours)."""
-        key = (expression, str(zone), after)
+        key = (expression, zone, after)  # zones are cached instances (_zone), so they hash cheaply
         tick = _NEXT_TICK.get(key)
         if tick is None:
             tick = self._step(expression, zone, after)

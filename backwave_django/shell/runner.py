@@ -100,12 +100,14 @@ class CommandRunner:
 
     def _obey(self, command: cmd.Command) -> list[ev.Event]:
         store, now = self.store, self.clock()
-        match command:
+        match command:  # the commands of every turn first: each case costs the ones above it a check
             case cmd.ClaimBatch(queues=queues, max_jobs=max_jobs, lease_duration=lease):
                 jobs = store.claim(
                     worker_id=self.worker_id, queues=queues, max_jobs=max_jobs, lease_duration=lease, now=now
                 )
                 return [ev.ClaimCompleted(now=self.clock(), jobs=tuple(jobs))]
+            case cmd.RequestPoll():
+                self.host.request_poll()
             case cmd.ExecuteJob(job=job):
                 prepared = self.executor.prepare(job)
                 if isinstance(prepared, Attempt):
@@ -167,8 +169,6 @@ class CommandRunner:
                 if attempt is not None:
                     attempt.guard.revoke(store.cut_off_sessions)  # before its lease is written off
                     self.host.abandoned(attempt)
-            case cmd.RequestPoll():
-                self.host.request_poll()
             case cmd.WakeAt(at=at):
                 self.host.wake_at(at)
             case cmd.RecordStatus(health=health, detail=detail):
