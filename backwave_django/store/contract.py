@@ -1,7 +1,10 @@
 """The Storage Contract: what every store guarantees, whatever holds the jobs.
 
 Rules every implementation keeps (the conformance suite, ``tests/contract``, checks each one against every
-store: the in-memory one, the portable Django store, and the PostgreSQL one):
+store: the in-memory one, ``store/memory.py``; the portable Django store, ``store/django.py`` with its schedules
+and retention, on SQLite and PostgreSQL; the PostgreSQL one, ``store/postgres.py``; and the MariaDB one,
+``store/mysql.py``. The simulator, ``simulation/``, and the benchmark, ``bench/``, use them through this
+contract too):
 
 1. Time is an input. Every time-dependent operation takes ``now``; no store reads a clock.
 2. Every operation is one transaction: it happens whole or not at all.
@@ -10,7 +13,8 @@ store: the in-memory one, the portable Django store, and the PostgreSQL one):
 4. Bounds reject, never truncate, on the way in (enqueue). Text a worker writes on the way out (messages,
    causes, tracebacks, health details) is cleaned and cut by ``core.text.clean`` to the bounds below.
 5. Every state change is decided by ``core.transitions`` and checked against ``core.states.TRANSITIONS``; an
-   illegal move raises :class:`StoreError` and writes nothing.
+   illegal move (a claim, a report, a sweep, a cancel, a requeue, a purge of a state that is not final)
+   raises :class:`StoreError` and writes nothing.
 6. Only plain values cross the contract: the dataclasses here and in ``core.records``, never ORM objects.
 """
 
