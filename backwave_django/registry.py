@@ -48,15 +48,17 @@ def _context_parameter(signature: inspect.Signature) -> str | None:
     return "context" if "context" in signature.parameters else None
 
 
-@lru_cache(maxsize=1024)
 def _misfit(signature: inspect.Signature, names: tuple[str, ...]) -> str | None:
     """Why keyword arguments by these names, in this order, do not fit ``signature``, or None. Binding
-    keyword arguments looks at their names only, so every payload of a job is checked at the cost of one."""
+    keyword arguments looks at their names only, so the answer is kept (:func:`_known_misfit`)."""
     try:
         signature.bind(**dict.fromkeys(names))
     except TypeError as exc:
         return str(exc)
     return None
+
+
+_known_misfit = lru_cache(maxsize=1024)(_misfit)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,7 +97,10 @@ class JobRegistration:
     def decode(self, payload: str) -> dict[str, Any]:
         """The stored arguments, checked against today's signature. Raises PayloadDecodeError."""
         arguments = codec.decode(payload)
-        problem = _misfit(self.signature, tuple(arguments))
+        try:
+            problem = _known_misfit(self.signature, tuple(arguments))
+        except TypeError:  # a signature that cannot be a key (a default such as a list): checked each time
+            problem = _misfit(self.signature, tuple(arguments))
         if problem is not None:
             message = f"payload does not fit {self.handler_path}{self.signature}: {problem}"
             raise codec.PayloadDecodeError(message)

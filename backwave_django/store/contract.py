@@ -1,9 +1,9 @@
 """The Storage Contract: what every store guarantees, whatever holds the jobs.
 
 Rules every implementation keeps (the conformance suite, ``tests/contract``, checks each one against every
-store: the in-memory one, ``store/memory.py``; the portable Django store, ``store/django.py`` with its schedules
-and retention, on SQLite and PostgreSQL; the PostgreSQL one, ``store/postgres.py``; and the MariaDB one,
-``store/mysql.py``. The simulator, ``simulation/``, and the benchmark, ``bench/``, use them through this
+store: the in-memory one, ``store/memory.py``; the portable Django store, ``store/django.py`` with its
+schedules and retention, on SQLite and PostgreSQL; the PostgreSQL one, ``store/postgres.py``; and the MariaDB
+one, ``store/mysql.py``. The simulator, ``simulation/``, and the benchmark, ``bench/``, use them through this
 contract too):
 
 1. Time is an input. Every time-dependent operation takes ``now``; no store reads a clock.
