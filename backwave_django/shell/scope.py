@@ -9,12 +9,16 @@ While the handler runs, a :class:`DatabaseGuard` sits on this thread's connectio
 the Attempt (a timeout it ignored, a lost lease, the end of a shutdown), it revokes the guard before the job's
 lease is given up: every statement the handler sends from then on raises :class:`AttemptRevoked`, and the
 store cuts off any transaction it holds open, so nothing it does afterwards is committed.
+
+The test pump runs its Attempts through the same :func:`run_attempt`, signals included; only the isolation
+around the handler (a savepoint) and what happens to the connections afterwards (nothing) are its own.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,29 +114,57 @@ def close_connections() -> None:
             conn.close()
 
 
+def keep_connections() -> None:
+    """The test pump's ``release``: handlers share the test's connection and transaction, left as they are."""
+
+
 def run_attempt(
-    registration: JobRegistration, arguments: dict[str, Any], context: JobContext, guard: DatabaseGuard
+    registration: JobRegistration,
+    arguments: dict[str, Any],
+    context: JobContext,
+    guard: DatabaseGuard,
+    *,
+    isolation: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    release: Callable[[], None] = close_connections,
 ) -> AttemptResult:
-    """Run exactly one handler call inside a fresh scope; never raises."""
+    """Run exactly one handler call inside a fresh scope; never raises.
+
+    The Pump and the test pump run every Attempt through here, so both send ``attempt_started`` and
+    ``attempt_finished`` around the same steps. What differs is passed in: ``isolation`` wraps the start
+    signal, the handler and its clean-ups (the test pump: a savepoint, so a handler that breaks the
+    transaction fails only its Attempt), and ``release`` runs last (the Pump: :func:`close_connections`; the
+    test pump: :func:`keep_connections`, so handlers see the test's transaction)."""
     result = AttemptResult()
     guard.install()
     try:
-        attempt_started.send(sender=registration, context=context)
-        registration.execute(arguments, context)
+        with isolation():
+            _call(registration, arguments, context)
     except BaseException as exc:  # the handler's failure is an outcome, not a crash of the pump
         result = AttemptResult.failed(exc)
     finally:
-        try:
-            context.scope.close()
-        except BaseException as exc:
-            logger.error("a clean-up registered by job %s failed: %s", context.job_id, describe(exc))
-            if result.error is None:
-                result = AttemptResult.failed(exc)
         try:
             for receiver, error in attempt_finished.send_robust(sender=registration, context=context):
                 if isinstance(error, Exception):
                     logger.error("an attempt_finished receiver (%r) raised: %s", receiver, describe(error))
         finally:
             guard.uninstall()
-            close_connections()
+            release()
     return result
+
+
+def _call(registration: JobRegistration, arguments: dict[str, Any], context: JobContext) -> None:
+    """``attempt_started``, the handler, then the scope's clean-ups (always); raises what failed first. A
+    clean-up that fails is logged, and fails the Attempt only if nothing failed before it."""
+    failure: BaseException | None = None
+    try:
+        attempt_started.send(sender=registration, context=context)
+        registration.execute(arguments, context)
+    except BaseException as exc:
+        failure = exc
+    try:
+        context.scope.close()
+    except BaseException as exc:
+        logger.error("a clean-up registered by job %s failed: %s", context.job_id, describe(exc))
+        failure = failure or exc
+    if failure is not None:
+        raise failure
