@@ -168,10 +168,13 @@ def tick(context: JobContext) -> None:
         ticks.append((context.job_id, context.scheduled_for))
 
 
+on_commit_ran: list[int] = []  # job ids whose transaction.on_commit callbacks ran
+
+
 @job("tests.holds-a-transaction", queue="slow", max_attempts=1)
 def holds_a_transaction(seconds: float, marker: str, context: JobContext) -> None:
-    """Writes a row inside a transaction, then sleeps in it without looking at ``context.cancelled``: only the
-    server can stop its commit, which no execute wrapper sees."""
+    """Writes a row inside a transaction (with an ``on_commit`` callback), then sleeps in it without looking
+    at ``context.cancelled``, and leaves ``atomic()``, whose commit no execute wrapper sees."""
     import time
 
     from django.contrib.auth.models import Group
@@ -180,4 +183,5 @@ def holds_a_transaction(seconds: float, marker: str, context: JobContext) -> Non
     record(context)
     with transaction.atomic():
         Group.objects.create(name=f"{marker}-{context.job_id}-{context.attempt}")
+        transaction.on_commit(lambda: on_commit_ran.append(context.job_id))
         time.sleep(seconds)

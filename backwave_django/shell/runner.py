@@ -106,8 +106,8 @@ class CommandRunner:
                     worker_id=self.worker_id, queues=queues, max_jobs=max_jobs, lease_duration=lease, now=now
                 )
                 return [ev.ClaimCompleted(now=self.clock(), jobs=tuple(jobs))]
-            case cmd.ExecuteJob(job=job):
-                prepared = self.executor.prepare(job)
+            case cmd.ExecuteJob(job=job, cut_off_at=cut_off_at):
+                prepared = self.executor.prepare(job, cut_off_at)
                 if isinstance(prepared, Attempt):
                     self.host.launch(prepared)
                     return []

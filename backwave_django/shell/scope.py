@@ -7,13 +7,16 @@ past ``CONN_MAX_AGE`` is closed.
 
 While the handler runs, a :class:`DatabaseGuard` sits on this thread's connections. When the Pump gives up on
 the Attempt (a timeout it ignored, a lost lease, the end of a shutdown), it revokes the guard before the job's
-lease is given up: every statement the handler sends from then on raises :class:`AttemptRevoked`, and the
-store cuts off any transaction it holds open, so nothing it does afterwards is committed.
+lease is given up: every statement the handler sends from then on, and every commit (which Django sends past
+the execute wrappers), raises :class:`AttemptRevoked`, so its ``on_commit`` callbacks never run; and the store
+cuts off any transaction it holds open (on the server, or on SQLite on the connection itself), so nothing it
+did is committed. The connections of a revoked Attempt are closed when it ends.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,36 +43,53 @@ class DatabaseGuard:
         self.job_id = job_id
         self.revoked = False
         self.sessions: list[Any] = []  # this thread's Django connection wrappers
+        self._revoking = threading.Lock()
 
     def install(self) -> None:
         """In the handler's thread, before it runs."""
         self.sessions = list(connections.all())
         for session in self.sessions:
             session.execute_wrappers.append(self._check)
+            session.commit = self._guarded_commit(session.commit)  # shadows the method on this wrapper only
 
     def uninstall(self) -> None:
         """In the handler's thread, after it ran."""
         for session in self.sessions:
             if self._check in session.execute_wrappers:
                 session.execute_wrappers.remove(self._check)
+            vars(session).pop("commit", None)
 
-    def _check(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+    def _refuse_if_revoked(self) -> None:
         if self.revoked:
             raise AttemptRevoked(
                 f"job {self.job_id}: this Attempt was given up (timed out, lost its lease, or shut down); "
                 "its handler may not use the database any more"
             )
+
+    def _check(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        self._refuse_if_revoked()
         return execute(sql, params, many, context)
 
+    def _guarded_commit(self, commit: Callable[[], None]) -> Callable[[], None]:
+        def guarded() -> None:
+            self._refuse_if_revoked()
+            commit()
+
+        return guarded
+
     def revoke(self, cut_off: Callable[[Sequence[Any]], None]) -> None:
-        """From the Pump's thread: refuse further statements, then let the store cut off open transactions."""
-        self.revoked = True
-        try:
-            cut_off(self.sessions)
-        except Exception:
-            logger.exception(
-                "job %s: could not cut off the database sessions of a given-up Attempt", self.job_id
-            )
+        """From the Pump's thread (or its cut-off alarm): refuse further statements and commits, then let the
+        store cut off open transactions. Once: a second call waits for the first to be done, and returns."""
+        with self._revoking:
+            if self.revoked:
+                return
+            self.revoked = True
+            try:
+                cut_off(self.sessions)
+            except Exception:
+                logger.exception(
+                    "job %s: could not cut off the database sessions of a given-up Attempt", self.job_id
+                )
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +105,9 @@ class AttemptResult:
         return cls(error=error, message=describe(error), detail=format_traceback(error))
 
 
-def close_connections() -> None:
-    """After an Attempt: roll back what the handler left open, then close as Django does after a request."""
+def close_connections(*, revoked: bool = False) -> None:
+    """After an Attempt: roll back what the handler left open, then close as Django does after a request
+    (every connection, if the Attempt was revoked: the store has cut them off)."""
     for conn in connections.all(initialized_only=True):
         if conn.connection is None:
             continue
@@ -104,7 +125,10 @@ def close_connections() -> None:
             elif not conn.get_autocommit():
                 conn.rollback()
                 conn.set_autocommit(True)
-            conn.close_if_unusable_or_obsolete()
+            if revoked:
+                conn.close()
+            else:
+                conn.close_if_unusable_or_obsolete()
         except Exception:
             logger.exception("closing connection %r after an Attempt failed; closing it hard", conn.alias)
             conn.close()
@@ -134,5 +158,5 @@ def run_attempt(
                     logger.error("an attempt_finished receiver (%r) raised: %s", receiver, describe(error))
         finally:
             guard.uninstall()
-            close_connections()
+            close_connections(revoked=guard.revoked)
     return result
