@@ -6,7 +6,8 @@ them, could commit before the handler ends; and when it does end, Django's commi
 goes straight to the connection, past every execute wrapper.
 
 So the Pump acts on the handler's connection itself, from its own thread (Django opens SQLite connections
-with ``check_same_thread=False``, and the sqlite3 module serializes calls on one connection):
+with ``check_same_thread=False``, and the SQLite library, as Python usually builds it, serializes calls on
+one connection; a library that does not, ``sqlite3.threadsafety`` below 3, only gets the interrupt):
 
 1. ``interrupt()`` stops a statement in progress;
 2. an authorizer that refuses every statement but ``ROLLBACK`` is installed: from then on the connection
@@ -22,10 +23,16 @@ over.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from typing import Any
 
 __all__ = ["cut_off"]
+
+logger = logging.getLogger("backwave.pump")
+
+#: ``sqlite3.threadsafety`` of a library that serializes every call on a connection (the usual build).
+SERIALIZED = 3
 
 
 def _only_rollback(action: int, arg1: str | None, *_: object) -> int:
@@ -40,6 +47,13 @@ def cut_off(session: Any) -> None:
     raw = getattr(session, "connection", None)
     if raw is None or getattr(session, "vendor", "") != "sqlite":
         return
-    raw.interrupt()
+    raw.interrupt()  # safe from any thread, whatever the build
+    if sqlite3.threadsafety < SERIALIZED:
+        logger.error(
+            "this Python's SQLite library is not built serialized (sqlite3.threadsafety=%d): a handler's "
+            "transaction cannot be rolled back from the Pump, and holds the write lock until it ends",
+            sqlite3.threadsafety,
+        )
+        return
     raw.set_authorizer(_only_rollback)
     raw.rollback()
