@@ -44,7 +44,7 @@ from .schedules import sync as sync_schedules
 from .shell.executor import Attempt, Executor
 from .shell.pump import misfire_grace
 from .shell.runner import CommandRunner
-from .shell.scope import AttemptResult, DatabaseGuard
+from .shell.scope import AttemptResult, DatabaseGuard, refuse_awaitable
 from .store import get_store
 from .store.contract import JobStore
 
@@ -234,7 +234,7 @@ class TestPump:
         try:
             with self._savepoint():
                 try:
-                    registration.execute(arguments, context)
+                    refuse_awaitable(registration, registration.execute(arguments, context))
                 finally:
                     context.scope.close()
         except KeyboardInterrupt:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Generator
 
 from backwave_django import JobContext, job
 
@@ -143,6 +144,24 @@ def raises_base_exception(kind: str, context: JobContext) -> None:
     if kind == "interrupt":
         raise KeyboardInterrupt
     raise GeneratorExit
+
+
+class Awaitable:
+    """Not a coroutine, but awaitable: it has ``__await__``."""
+
+    def __await__(self) -> Generator[None]:
+        yield
+
+
+async def _later() -> None:
+    raise AssertionError("a coroutine returned by a synchronous handler must never run")
+
+
+@job("tests.returns-an-awaitable", max_attempts=1)
+def returns_an_awaitable(kind: str, context: JobContext) -> object:
+    """A synchronous handler whose result would need awaiting: its work never ran."""
+    record(context)
+    return _later() if kind == "coroutine" else Awaitable()
 
 
 @job("tests.ignores-cancellation", queue="slow", max_attempts=1)

@@ -15,6 +15,7 @@ did is committed. The connections of a revoked Attempt are closed when it ends.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -105,6 +106,29 @@ class AttemptResult:
         return cls(error=error, message=describe(error), detail=format_traceback(error))
 
 
+class HandlerReturnedAwaitable(TypeError):
+    """A synchronous handler returned something that needs awaiting: the work it stands for never ran."""
+
+
+def refuse_awaitable(registration: JobRegistration, value: object) -> None:
+    """A synchronous handler's result is never awaited, so an awaitable one means its work never ran: fail
+    the Attempt (raise) rather than record a success, and close a coroutine so it is not left un-awaited."""
+    if not inspect.isawaitable(value):
+        return
+    what = "a coroutine" if inspect.iscoroutine(value) else "an awaitable"
+    close = getattr(value, "close", None)  # a coroutine's: it is then never reported as un-awaited
+    if callable(close):
+        try:
+            close()
+        except Exception as exc:
+            logger.warning("closing what %s returned failed: %s", registration.handler_path, describe(exc))
+    raise HandlerReturnedAwaitable(
+        f"{registration.handler_path} returned {what} ({type(value).__name__}), which nothing awaits, so its "
+        "work never ran: was it meant to be async? Run the async work inside the handler "
+        "(asyncio.run(...)) and return its result"
+    )
+
+
 def close_connections(*, revoked: bool = False) -> None:
     """After an Attempt: roll back what the handler left open, then close as Django does after a request
     (every connection, if the Attempt was revoked: the store has cut them off)."""
@@ -142,7 +166,7 @@ def run_attempt(
     guard.install()
     try:
         attempt_started.send(sender=registration, context=context)
-        registration.execute(arguments, context)
+        refuse_awaitable(registration, registration.execute(arguments, context))
     except BaseException as exc:  # the handler's failure is an outcome, not a crash of the pump
         result = AttemptResult.failed(exc)
     finally:

@@ -75,3 +75,11 @@ def test_a_weighted_policy_shares_the_pool_six_three_one_on_the_real_store(db):
         prefix = order[:done]
         for queue, weight in (("a", 6), ("b", 3), ("c", 1)):
             assert abs(prefix.count(queue) - done * weight / 10) <= 10, (done, queue)
+
+
+def test_the_test_pump_fails_a_sync_handler_that_returns_a_coroutine(db):
+    job = jobs.returns_an_awaitable.enqueue(kind="coroutine")
+    with TestPump() as pump:
+        [execution] = pump.run_due()
+    assert execution.outcome == "failed"
+    assert "returned a coroutine" in Job.objects.get(id=job.id).terminal_cause

@@ -78,6 +78,20 @@ def test_a_handler_raising_a_base_exception_fails_its_attempt_and_the_worker_goe
     assert Job.objects.get(id=job.id).terminal_cause == cause
 
 
+@pytest.mark.parametrize(("kind", "what"), [("coroutine", "a coroutine"), ("awaitable", "an awaitable")])
+def test_a_sync_handler_returning_an_awaitable_fails_its_attempt_and_the_coroutine_is_closed(
+    settings, kind, what
+):
+    """Nothing awaits a synchronous handler's result: its work never ran, so it did not succeed. The coroutine
+    is closed (no "never awaited" warning, which the suite turns into an error)."""
+    with running(settings, {"g": group()}):
+        job = jobs.returns_an_awaitable.enqueue(kind=kind)
+        wait_until(lambda: Job.objects.get(id=job.id).state == "dead_lettered")
+    cause = Job.objects.get(id=job.id).terminal_cause
+    assert cause.startswith(f"HandlerReturnedAwaitable: tests.jobs.returns_an_awaitable returned {what}")
+    assert "was it meant to be async?" in cause
+
+
 def test_a_transient_fault_on_an_outcome_write_keeps_the_outcome_and_writes_it_again(settings, monkeypatch):
     """A success must never be charged an Attempt because its report met a transient error."""
     store_class = type(get_store())
