@@ -89,6 +89,26 @@ def test_pumps_ride_out_the_database_dropping_every_connection(settings):
         assert [p.health for p in node.pumps] == ["running", "running"]
 
 
+def test_a_pump_on_a_server_gone_read_only_25006_degrades_and_recovers_instead_of_halting(settings):
+    """As after a failover onto a standby: every new session is read-only, so each write the Pump tries
+    fails with SQLSTATE 25006. The Pump degrades, backs off and reconnects; once writes work again it runs
+    the job it could not claim."""
+    name = database_name()
+    job = jobs.noop.enqueue()
+    with other_connection() as admin:
+        admin.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+        try:
+            with running(settings, {"g": group()}, hints=False) as node:
+                wait_until(lambda: node.pumps[0].health == "degraded", timeout=10)
+                assert Job.objects.get(id=job.id).state == "scheduled"
+                admin.execute(f'ALTER DATABASE "{name}" RESET default_transaction_read_only')
+                wait_until(lambda: Job.objects.get(id=job.id).state == "succeeded", timeout=20)
+                wait_until(lambda: node.pumps[0].health == "running")
+                assert node.pumps[0].alive
+        finally:
+            admin.execute(f'ALTER DATABASE "{name}" RESET default_transaction_read_only')
+
+
 def test_connections_stay_bounded_by_the_pool_and_none_is_left_idle_in_transaction(settings):
     pool_size = 8
     samples: list[tuple[int, int]] = []
