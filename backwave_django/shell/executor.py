@@ -42,6 +42,7 @@ class Attempt:
     context: JobContext
     token: threading.Event
     guard: DatabaseGuard
+    cut_off_at: datetime | None = None  # when the Driver gives it up if it still runs (its time limit)
     abandoned: bool = field(default=False)
 
 
@@ -69,7 +70,9 @@ class Executor:
         self._inflight: dict[int, Attempt] = {}
         self._details: dict[tuple[int, int], str] = {}
 
-    def prepare(self, job: ClaimedJob) -> Attempt | ev.ExecutionUnroutable:
+    def prepare(
+        self, job: ClaimedJob, cut_off_at: datetime | None = None
+    ) -> Attempt | ev.ExecutionUnroutable:
         """Route and decode the job. Anything that goes wrong on the way makes it unroutable, never raises."""
         try:
             registration = self.registry.get(job.wire_name)
@@ -87,7 +90,7 @@ class Executor:
             cancelled=token,
             scheduled_for=job.scheduled_for,
         )
-        attempt = Attempt(job, registration, arguments, context, token, DatabaseGuard(job.id))
+        attempt = Attempt(job, registration, arguments, context, token, DatabaseGuard(job.id), cut_off_at)
         with self._lock:
             self._inflight[job.id] = attempt
         return attempt
@@ -116,6 +119,11 @@ class Executor:
             job.id, job.wire_name, job.attempt, job.max_attempts, result.message,
         )  # fmt: skip
         return ev.ExecutionFailed(now=now, job_id=job.id, message=result.message)
+
+    def in_flight(self, attempt: Attempt) -> bool:
+        """Whether this Attempt still runs and is still awaited (not ended, not abandoned)."""
+        with self._lock:
+            return self._inflight.get(attempt.job.id) is attempt
 
     def signal(self, job_id: int) -> None:
         """Ask a running handler to stop: its ``context.cancelled`` becomes true."""

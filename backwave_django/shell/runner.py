@@ -109,8 +109,8 @@ class CommandRunner:
                 return [ev.ClaimCompleted(now=self.clock(), jobs=tuple(jobs))]
             case cmd.RequestPoll():
                 self.host.request_poll()
-            case cmd.ExecuteJob(job=job):
-                prepared = self.executor.prepare(job)
+            case cmd.ExecuteJob(job=job, cut_off_at=cut_off_at):
+                prepared = self.executor.prepare(job, cut_off_at)
                 if isinstance(prepared, Attempt):
                     self.host.launch(prepared)
                     return []

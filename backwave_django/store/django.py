@@ -30,7 +30,7 @@ from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.text import clean
 from ..models import AuditRecord, Job, Lease, Outcome, PumpStatus, QueueSettings
-from . import changes, faults
+from . import changes, faults, sqlite
 from .bounds import check_concurrency_limit, check_new_job
 from .changes import CLAIMED_FIELDS, Change
 from .contract import (
@@ -100,12 +100,11 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
         self.connection.close()
 
     def cut_off_sessions(self, sessions: Sequence[object]) -> None:
-        """SQLite: interrupt a statement in progress. A transaction the handler holds open keeps the
-        database's write lock, so no later write (the job's release among them) can commit before it ends."""
+        """SQLite: roll back the transaction each session holds and make it refuse every later statement, from
+        the Pump's thread (``store/sqlite.py``), which gives the database's write lock back at once. Sessions
+        of other databases are left to their stores' own means."""
         for session in sessions:
-            raw = getattr(session, "connection", None)
-            if raw is not None and getattr(session, "vendor", "") == "sqlite":
-                raw.interrupt()
+            sqlite.cut_off(session)
 
     # -- hooks for a database's own mechanisms (PostgreSQL: advisory locks and NOTIFY) ---------------------
 

@@ -220,6 +220,7 @@ class PostgresStore(DjangoStore):
         alone: the guard on them refuses any further statement. Sessions on other servers get a cancel."""
         from psycopg.pq import TransactionStatus
 
+        super().cut_off_sessions(sessions)  # the handler's SQLite sessions, if it has any
         ours = self.connection.settings_dict
         pids = []
         for session in sessions:

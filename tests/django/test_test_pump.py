@@ -124,3 +124,11 @@ def test_a_start_receiver_that_raises_fails_the_attempt_as_in_a_worker(db, attem
     assert (ran.outcome, str(ran.error)) == ("failed", "not today")
     assert attempt_signals == [("started", job.id, 1), ("finished", job.id, 1)]
     assert "RuntimeError: not today" in Job.objects.get(id=job.id).terminal_cause
+
+
+def test_the_test_pump_fails_a_sync_handler_that_returns_a_coroutine(db):
+    job = jobs.returns_an_awaitable.enqueue(kind="coroutine")
+    with TestPump() as pump:
+        [execution] = pump.run_due()
+    assert execution.outcome == "failed"
+    assert "returned a coroutine" in Job.objects.get(id=job.id).terminal_cause
