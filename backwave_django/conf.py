@@ -33,6 +33,7 @@ from .conf_kinds import (
     OneOf,
     OptionalPath,
     Queues,
+    QueuesProblem,
     Shape,
     is_name,
     shown,
@@ -159,7 +160,7 @@ TOP_LEVEL_KEYS: dict[str, Key] = {
         default={"default": {"QUEUES": ["default"]}},
         check="backwave.E003",
     ),
-    "RETRY": Key(kind=Shape("a dict"), default={}, check="backwave.E010"),
+    "RETRY": Key(kind=Shape("a dict"), default={}, check="backwave.E010"),  # unknown keys: RETRY_UNKNOWN_KEY
     "MAX_PAYLOAD_BYTES": Key(
         kind=Count(low=1, high=16 * MiB),
         default=65536,
@@ -184,6 +185,17 @@ TOP_LEVEL_KEYS: dict[str, Key] = {
     "SCHEDULES": Key(kind=Shape("a dict of schedule name: schedule dict"), default={}, check="backwave.E031"),
     "RETENTION": Key(kind=Shape("a dict (SUCCEEDED, FAILED, QUEUES)"), default={}, check="backwave.E044"),
 }
+
+
+#: A group's QUEUES: one check id per kind of problem (its shape for POLICY is the key's own check).
+QUEUES_CHECKS: dict[QueuesProblem, str] = {
+    "shape": GROUP_KEYS["QUEUES"].check,
+    "name": "backwave.E050",
+    "twice": "backwave.E051",
+    "weight": "backwave.E052",
+}
+#: RETRY has a key that is not one of RETRY_KEYS (RETRY that is not a dict is the key's own check).
+RETRY_UNKNOWN_KEY = "backwave.E053"
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,8 +278,10 @@ def _queue_problems(where: str, group: dict[Any, Any]) -> list[Problem]:
     if not GROUP_KEYS["POLICY"].kind.accepts(policy):
         return []  # backwave.E006 says so; which shape QUEUES needs is unknown
     found = QUEUES.problem(queues, weighted=policy == "weighted")
-    check = GROUP_KEYS["QUEUES"].check
-    return [] if found is None else [Problem(check, f"{where}['QUEUES'] {found[0]}", found[1])]
+    if found is None:
+        return []
+    kind, what, hint = found
+    return [Problem(QUEUES_CHECKS[kind], f"{where}['QUEUES'] {what}", hint)]
 
 
 def _heartbeat_problems(where: str, group: dict[Any, Any]) -> list[Problem]:
@@ -312,7 +326,7 @@ def _retry_problems(retry: Any) -> list[Problem]:
     if not isinstance(retry, dict):
         example = {name: key.default for name, key in RETRY_KEYS.items()}
         return [Problem(check, f"{where} is {shown(retry)}, not a dict.", f"Write RETRY as {example}.")]
-    found = _unknown_keys(retry, RETRY_KEYS, where, check)
+    found = _unknown_keys(retry, RETRY_KEYS, where, RETRY_UNKNOWN_KEY)
     return found + _value_problems(retry, RETRY_KEYS, where)
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from .core.names import QUEUE_NAME_RULE, is_queue_name
 
@@ -199,6 +199,12 @@ class Shape:
         return value
 
 
+#: How a group's QUEUES can be wrong, each under a check id of its own (``conf.QUEUES_CHECKS``): a shape
+#: that does not fit POLICY (or nothing in it), a name that breaks the queue-name rule, a queue listed twice,
+#: a weight out of range.
+QueuesProblem = Literal["shape", "name", "twice", "weight"]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Queues:
     """A group's QUEUES: a list of distinct queue names (POLICY 'strict'), or a dict of name: weight
@@ -214,37 +220,38 @@ class Queues:
     def parse(self, value: Any) -> Any:
         return value
 
-    def problem(self, value: Any, *, weighted: bool) -> tuple[str, str] | None:
-        """What is wrong with ``value`` (after "QUEUES ") and what to write instead, or None."""
+    def problem(self, value: Any, *, weighted: bool) -> tuple[QueuesProblem, str, str] | None:
+        """What is wrong with ``value``: which kind of problem, what (after "QUEUES "), and what to write
+        instead; or None."""
         return self._weighted_problem(value) if weighted else self._strict_problem(value)
 
-    def _strict_problem(self, queues: Any) -> tuple[str, str] | None:
+    def _strict_problem(self, queues: Any) -> tuple[QueuesProblem, str, str] | None:
         hint = (
             "Write QUEUES as a list of distinct queue names in priority order, e.g. ['critical', 'default']."
         )
         if not isinstance(queues, list | tuple) or not queues:
-            return f"is {shown(queues)}, not a non-empty list of queue names.", hint
+            return "shape", f"is {shown(queues)}, not a non-empty list of queue names.", hint
         seen: set[str] = set()
         for queue in queues:
             if not is_name(queue):
-                return f"lists {shown(queue)}, which is not a valid queue name.", self.name_hint
+                return "name", f"lists {shown(queue)}, which is not a valid queue name.", self.name_hint
             if queue in seen:
-                return f"lists {queue!r} twice.", "List each queue once, in priority order."
+                return "twice", f"lists {queue!r} twice.", "List each queue once, in priority order."
             seen.add(queue)
         return None
 
-    def _weighted_problem(self, queues: Any) -> tuple[str, str] | None:
+    def _weighted_problem(self, queues: Any) -> tuple[QueuesProblem, str, str] | None:
         hint = (
             "With POLICY 'weighted', write QUEUES as a dict of queue name: weight, e.g. "
             f"{{'reports': 3, 'exports': 1}}, each weight {self.weight.rule}."
         )
         if not isinstance(queues, dict) or not queues:
-            return f"is {shown(queues)}, not a non-empty dict of queue name: weight.", hint
+            return "shape", f"is {shown(queues)}, not a non-empty dict of queue name: weight.", hint
         for queue, weight in queues.items():
             if not is_name(queue):
-                return f"lists {shown(queue)}, which is not a valid queue name.", self.name_hint
+                return "name", f"lists {shown(queue)}, which is not a valid queue name.", self.name_hint
             if not self.weight.accepts(weight):
-                return f"gives {queue!r} the weight {shown(weight)}, not {self.weight.rule}.", hint
+                return "weight", f"gives {queue!r} the weight {shown(weight)}, not {self.weight.rule}.", hint
         return None
 
 

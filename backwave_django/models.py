@@ -16,6 +16,7 @@ from .core.health import Health
 from .core.records import AuditAction, OutcomeKind
 from .core.schedules import Misfire
 from .core.states import LIVE_STATES, State
+from .core.transitions import CLAIMABLE
 
 
 def _choices(name: str, values: type[enum.StrEnum], labels: dict[str, str] | None = None) -> Any:
@@ -28,7 +29,7 @@ def _choices(name: str, values: type[enum.StrEnum], labels: dict[str, str] | Non
 class JobQuerySet(models.QuerySet["Job"]):
     def claimable(self, queues: list[str], now: object) -> JobQuerySet:
         """Scheduled jobs in ``queues`` that are due at ``now``, in claim order."""
-        return self.filter(state=State.SCHEDULED, queue__in=queues, due_at__lte=now).order_by(
+        return self.filter(state=CLAIMABLE, queue__in=queues, due_at__lte=now).order_by(
             "-priority", "due_at", "id"
         )
 

@@ -48,5 +48,7 @@ def resume_schedule(name: str, *, actor: str) -> bool:
 
 
 def trigger_schedule(name: str, *, actor: str) -> TriggerResult:
-    """Run a schedule's job once now, outside its cadence (the schedule's cursor does not move)."""
+    """Run a schedule's job once now, outside its cadence (the schedule's cursor does not move). An operator's
+    override: it mints even while a run is unfinished under ``NO_OVERLAP``, and ticks that come while this run
+    is unfinished are then skipped."""
     return get_store().trigger_schedule(name, actor=actor, now=timezone.now())

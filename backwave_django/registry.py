@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from . import codec
@@ -46,6 +47,19 @@ def _context_parameter(signature: inspect.Signature) -> str | None:
         if annotation is JobContext or annotation in ("JobContext", "backwave_django.JobContext"):
             return name
     return "context" if "context" in signature.parameters else None
+
+
+def _misfit(signature: inspect.Signature, names: tuple[str, ...]) -> str | None:
+    """Why keyword arguments by these names, in this order, do not fit ``signature``, or None. Binding
+    keyword arguments looks at their names only, so the answer is kept (:func:`_known_misfit`)."""
+    try:
+        signature.bind(**dict.fromkeys(names))
+    except TypeError as exc:
+        return str(exc)
+    return None
+
+
+_known_misfit = lru_cache(maxsize=1024)(_misfit)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,10 +101,12 @@ class JobRegistration:
         """The stored arguments, checked against today's signature. Raises PayloadDecodeError."""
         arguments = codec.decode(payload)
         try:
-            self.signature.bind(**arguments)
-        except TypeError as exc:
-            message = f"payload does not fit {self.handler_path}{self.signature}: {exc}"
-            raise codec.PayloadDecodeError(message) from None
+            problem = _known_misfit(self.signature, tuple(arguments))
+        except TypeError:  # a signature that cannot be a key (a default such as a list): checked each time
+            problem = _misfit(self.signature, tuple(arguments))
+        if problem is not None:
+            message = f"payload does not fit {self.handler_path}{self.signature}: {problem}"
+            raise codec.PayloadDecodeError(message)
         return arguments
 
     def new_instance(self, context: JobContext) -> Any:

@@ -1,7 +1,8 @@
 """The deterministic test pump: the production Node Driver against the real store, on a virtual clock.
 
 Handlers run inline in the calling thread (no threads, no sleeping, no per-Attempt connection clean-up, so
-they see the test's transaction). Time moves only when you say so::
+they see the test's transaction), each in a savepoint of its own, through the Pump's per-Attempt steps
+(``attempt_started``, the handler, its clean-ups, ``attempt_finished``). Time moves only when you say so::
 
     from backwave_django.testing import TestPump
 
@@ -44,7 +45,7 @@ from .schedules import sync as sync_schedules
 from .shell.executor import Attempt, Executor
 from .shell.pump import misfire_grace
 from .shell.runner import CommandRunner
-from .shell.scope import AttemptResult, DatabaseGuard, call_handler
+from .shell.scope import AttemptResult, DatabaseGuard, keep_connections, run_attempt
 from .store import get_store
 from .store.contract import JobStore
 
@@ -119,11 +120,7 @@ class TestPump:
         self._walkers = Walkers()
         self._fifo: deque[ev.Event] = deque()
         self.executor = Executor(
-            registry,
-            worker_id,
-            lambda: self.now,
-            self._run_in_savepoint,
-            max_output_bytes=settings.max_output_bytes,
+            registry, worker_id, lambda: self.now, self._run, max_output_bytes=settings.max_output_bytes
         )
         if schedules:  # BACKWAVE['SCHEDULES'], as a worker starting now would store them
             sync_schedules(self.store, settings, registry, now=self._now)
@@ -228,30 +225,26 @@ class TestPump:
         job = self._claimed.pop(job_id)
         self.executions.append(Execution(job_id, job.wire_name, job.attempt, outcome, error))
 
-    def _run_in_savepoint(
+    def _run(
         self,
         registration: JobRegistration,
         arguments: dict[str, Any],
         context: JobContext,
         guard: DatabaseGuard,
     ) -> AttemptResult:
-        """A savepoint per handler: a handler that breaks the transaction (an IntegrityError on PostgreSQL,
-        say) fails its Attempt without poisoning the test's own transaction."""
-        try:
-            with self._savepoint():
-                try:
-                    value = call_handler(registration, arguments, context)
-                finally:
-                    context.scope.close()
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:
-            self._errors[context.job_id] = exc
-            return AttemptResult.failed(exc)
-        return AttemptResult(value=value)
+        """The Pump's per-Attempt steps (signals, handler, clean-ups), each Attempt in a savepoint of its own
+        and the test's connection left open."""
+        result = run_attempt(
+            registration, arguments, context, guard, isolation=self._savepoint, release=keep_connections
+        )
+        if result.error is not None:
+            self._errors[context.job_id] = result.error
+        return result
 
     def _savepoint(self) -> AbstractContextManager[Any]:
-        """A savepoint on the store's database; none for a store without one (the memory store)."""
+        """A savepoint on the store's database, so a handler that breaks the transaction (an IntegrityError on
+        PostgreSQL, say) fails its Attempt without poisoning the test's own; none for a store without a
+        database (the memory store)."""
         if self.store.using in connections.settings:
             return transaction.atomic(using=self.store.using)
         return nullcontext()

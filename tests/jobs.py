@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Generator
 
 from backwave_django import JobContext, job
 
@@ -145,6 +146,24 @@ def raises_base_exception(kind: str, context: JobContext) -> None:
     raise GeneratorExit
 
 
+class Awaitable:
+    """Not a coroutine, but awaitable: it has ``__await__``."""
+
+    def __await__(self) -> Generator[None]:
+        yield
+
+
+async def _later() -> None:
+    raise AssertionError("a coroutine returned by a synchronous handler must never run")
+
+
+@job("tests.returns-an-awaitable", max_attempts=1)
+def returns_an_awaitable(kind: str, context: JobContext) -> object:
+    """A synchronous handler whose result would need awaiting: its work never ran."""
+    record(context)
+    return _later() if kind == "coroutine" else Awaitable()
+
+
 @job("tests.ignores-cancellation", queue="slow", max_attempts=1)
 def ignores_cancellation(seconds: float, marker: str, context: JobContext) -> None:
     """Sleeps without looking at ``context.cancelled``, then writes a row: an uncooperative handler."""
@@ -168,10 +187,13 @@ def tick(context: JobContext) -> None:
         ticks.append((context.job_id, context.scheduled_for))
 
 
+on_commit_ran: list[int] = []  # job ids whose transaction.on_commit callbacks ran
+
+
 @job("tests.holds-a-transaction", queue="slow", max_attempts=1)
 def holds_a_transaction(seconds: float, marker: str, context: JobContext) -> None:
-    """Writes a row inside a transaction, then sleeps in it without looking at ``context.cancelled``: only the
-    server can stop its commit, which no execute wrapper sees."""
+    """Writes a row inside a transaction (with an ``on_commit`` callback), then sleeps in it without looking
+    at ``context.cancelled``, and leaves ``atomic()``, whose commit no execute wrapper sees."""
     import time
 
     from django.contrib.auth.models import Group
@@ -180,6 +202,7 @@ def holds_a_transaction(seconds: float, marker: str, context: JobContext) -> Non
     record(context)
     with transaction.atomic():
         Group.objects.create(name=f"{marker}-{context.job_id}-{context.attempt}")
+        transaction.on_commit(lambda: on_commit_ran.append(context.job_id))
         time.sleep(seconds)
 
 

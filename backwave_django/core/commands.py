@@ -23,9 +23,15 @@ class ClaimBatch:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecuteJob:
-    """Route the job and run its handler off the loop; answer with one Execution* event."""
+    """Route the job and run its handler off the loop; answer with one Execution* event.
+
+    ``cut_off_at`` is when the Driver gives the handler up if it is still running (its time limit plus the
+    grace; None without a limit). The shell cuts the handler off from the database then even if its own loop
+    is held up: a transaction the handler holds open on SQLite blocks every other writer, the Pump's store
+    calls among them, until it is cut off."""
 
     job: ClaimedJob
+    cut_off_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

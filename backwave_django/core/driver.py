@@ -231,9 +231,11 @@ class NodeDriver:
                 commands.append(cmd.AbandonExecution(job_id=job.id))
             timeout = job.timeout or self.config.timeout
             self.executing[job.id] = _Running(job, timeout)
+            cut_off_at = None
             if timeout is not None:
                 self.deadlines.add(event.now + timeout, Kind.TIMEOUT, job.id, job.attempt)
-            commands.append(cmd.ExecuteJob(job=job))
+                cut_off_at = event.now + timeout + TIMEOUT_GRACE  # when Kind.ABANDON fires, if it still runs
+            commands.append(cmd.ExecuteJob(job=job, cut_off_at=cut_off_at))
         if event.failed or not event.jobs or self.draining:
             self.pending_claims.clear()  # an empty claim ends a Weighted pass
         elif self.pending_claims:
@@ -329,14 +331,17 @@ class NodeDriver:
     # -- deadlines: timeouts and shutdown ----------------------------------------------------------
 
     def _fire_deadlines(self, now: datetime) -> list[cmd.Command]:
+        """Fire every deadline ``now`` has passed, those the firing adds among them (a time limit noticed
+        late: its grace has run out too)."""
         commands: list[cmd.Command] = []
-        for deadline in self.deadlines.due(now):
-            commands += self._fire(deadline, now)
+        while due := self.deadlines.due(now):
+            for deadline in due:
+                commands += self._fire(deadline, now)
         return commands
 
     def _fire(self, deadline: Deadline, now: datetime) -> list[cmd.Command]:
         if deadline.kind is Kind.GRACE:
-            return self._ask_all_to_stop(now)
+            return self._ask_all_to_stop(deadline.at)
         if deadline.kind is Kind.CUT_OFF:
             return self._give_up_all(now)
         if deadline.kind is Kind.GIVE_UP:
@@ -348,8 +353,10 @@ class NodeDriver:
             return []  # it ended meanwhile
         if deadline.kind is Kind.TIMEOUT:
             # The time limit holds whoever asked first: a handler already asked to stop (by an operator, or
-            # the shutdown) is not asked again, but is cut off at the end of the grace all the same.
-            self.deadlines.add(now + TIMEOUT_GRACE, Kind.ABANDON, deadline.job_id, deadline.attempt)
+            # the shutdown) is not asked again, but is cut off at the end of the grace all the same. The grace
+            # runs from the limit, not from when this loop noticed it (a loop held up by a store call): the
+            # shell cuts the handler off then too (ExecuteJob.cut_off_at).
+            self.deadlines.add(deadline.at + TIMEOUT_GRACE, Kind.ABANDON, deadline.job_id, deadline.attempt)
             if running.stopping is not None:
                 return []
             running.stopping = Why.TIMEOUT
@@ -429,15 +436,17 @@ class NodeDriver:
         self.deadlines.add(event.now + max(event.grace, timedelta(0)), Kind.GRACE)
         return self._flush() + self._fire_deadlines(event.now) + self._stop_if_idle()
 
-    def _ask_all_to_stop(self, now: datetime) -> list[cmd.Command]:
-        """The grace is over: every handler still running is asked to stop, and gets STOP_WINDOW to do it."""
+    def _ask_all_to_stop(self, grace_ended: datetime) -> list[cmd.Command]:
+        """The grace is over: every handler still running is asked to stop, and gets STOP_WINDOW to do it,
+        counted from the end of the grace (not from when a held-up loop noticed it: the shell's cut-off
+        alarm keeps that time too)."""
         self.grace_over = True
         commands: list[cmd.Command] = []
         for job_id, running in self.executing.items():
             if running.stopping is None:
                 running.stopping = Why.SHUTDOWN
                 commands.append(cmd.SignalCancellation(job_id=job_id))
-        self.deadlines.add(now + STOP_WINDOW, Kind.CUT_OFF)
+        self.deadlines.add(grace_ended + STOP_WINDOW, Kind.CUT_OFF)
         return commands + self._stop_if_idle()
 
     def _give_up_all(self, now: datetime) -> list[cmd.Command]:

@@ -14,7 +14,10 @@ A fixed interval ignores zones: ticks are ``cursor + n * every``.
 :func:`plan` decides, from where a schedule's cursor stands and ``now``, which ticks to mint and which to
 skip. A tick is *fresh* while it is less than ``grace`` old, else *missed* (its workers, or the database, were
 down). ``skip`` (the default) mints fresh ticks and records missed ones as skipped; ``coalesce`` mints exactly
-one make-up run for all the missed ticks, however many, then carries on. ``no_overlap`` skips every tick
+one make-up run for all the missed ticks, however many, then carries on. A pass walks at most ``limit`` ticks,
+so a longer backlog takes several passes; each tick is fresh or missed by the clock alone, and the make-up run
+is minted by the pass whose walk reaches the end of the missed ticks, so where the passes stop changes
+nothing. ``no_overlap`` skips every tick
 while the schedule's previous run is not finished, and mints at most one. The cursor moves to the last tick
 considered, so every tick is decided once; the store moves it by compare-and-set, so across a cluster each
 tick is minted at most once.
@@ -23,10 +26,11 @@ tick is minted at most once.
 from __future__ import annotations
 
 import enum
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -83,8 +87,38 @@ def _zone(name: str) -> tzinfo:
 
 #: The first tick after an instant, by (expression, zone, instant): a pure function's memo (like lru_cache),
 #: shared by every walker. Dict reads and writes are atomic, so threads may share it.
-_NEXT_TICK: dict[tuple[str, str, datetime], datetime] = {}
+_NEXT_TICK: dict[tuple[str, tzinfo, datetime], datetime] = {}
 _NEXT_TICK_SIZE = 8192
+
+
+#: At most this many ticks a day for a day's ticks to be kept (see :func:`_daily_times`).
+MAX_DAILY_TICKS = 1440
+_A_DAY = date(2000, 1, 3)
+
+
+@lru_cache(maxsize=256)
+def _daily_times(expression: str) -> tuple[time, ...] | None:
+    """The wall-clock times of day at which ``expression`` ticks, when they are the same every day (the day
+    of the month, the month and the weekday are all ``*``) and there are at most MAX_DAILY_TICKS of them;
+    else None. croniter walks the one day; every later step is a lookup in it, which is exact, because such
+    an expression's wall-clock ticks repeat from day to day."""
+    if expression.split()[2:5] != ["*", "*", "*"]:
+        return None
+    walker = croniter(expression, datetime.combine(_A_DAY, time()) - timedelta(seconds=1))
+    times: list[time] = []
+    while (wall := walker.get_next(datetime)).date() == _A_DAY:
+        if len(times) == MAX_DAILY_TICKS:
+            return None
+        times.append(wall.time())
+    return tuple(times)
+
+
+def _next_in_day(times: tuple[time, ...], wall: datetime) -> datetime:
+    """The first wall-clock time strictly after ``wall`` of an expression that ticks at ``times`` each day."""
+    index = bisect_right(times, wall.time())
+    if index < len(times):
+        return datetime.combine(wall.date(), times[index])
+    return datetime.combine(wall.date() + timedelta(days=1), times[0])
 
 
 class Walkers:
@@ -93,10 +127,11 @@ class Walkers:
 
     def __init__(self) -> None:
         self._parsed: dict[str, croniter] = {}
+        self._at: dict[str, datetime] = {}  # the wall time each walker last stepped to
 
     def next_tick(self, expression: str, zone: tzinfo, after: datetime) -> datetime:
         """The first tick strictly after ``after`` (see the module's rules for gaps and repeated hours)."""
-        key = (expression, str(zone), after)
+        key = (expression, zone, after)  # zones are cached instances (_zone), so they hash cheaply
         tick = _NEXT_TICK.get(key)
         if tick is None:
             tick = self._step(expression, zone, after)
@@ -107,15 +142,24 @@ class Walkers:
 
     def _step(self, expression: str, zone: tzinfo, after: datetime) -> datetime:
         wall = after.astimezone(zone).replace(tzinfo=None)
+        while True:
+            wall = self._next_wall(expression, wall)
+            tick = _instant(wall, zone)
+            if tick > after:  # not a wall time seen again (a repeated hour), nor mapped to the same instant
+                return tick
+
+    def _next_wall(self, expression: str, wall: datetime) -> datetime:
+        """The first wall-clock time strictly after ``wall`` at which ``expression`` ticks, by croniter."""
+        times = _daily_times(expression)
+        if times is not None:
+            return _next_in_day(times, wall)
         walker = self._parsed.get(expression)
         if walker is None:
             walker = self._parsed[expression] = croniter(expression, wall)
-        elif walker.get_current(datetime) != wall:  # a walk goes on from its last tick: no reset needed
+        elif self._at.get(expression) != wall:  # a walk goes on from its last tick: no reset needed
             walker.set_current(wall, force=True)
-        while True:
-            tick = _instant(walker.get_next(datetime), zone)
-            if tick > after:  # not a wall time seen again (a repeated hour), nor mapped to the same instant
-                return tick
+        self._at[expression] = stepped = walker.get_next(datetime)
+        return stepped
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,39 +200,36 @@ class Window:
     last: datetime | None
     fresh: tuple[datetime, ...]
     missed: tuple[datetime, ...]  # the most recent missed ticks, oldest first, at most MAX_RECORDED_SKIPS
-    complete: bool  # False when ``limit`` stopped the walk before ``until``
+    more_missed: bool  # ``limit`` stopped the walk and the next tick is missed too: the backlog goes on
 
 
-EMPTY = Window(count=0, last=None, fresh=(), missed=(), complete=True)
+EMPTY = Window(count=0, last=None, fresh=(), missed=(), more_missed=False)
 
 
 def _every_window(after: datetime, until: datetime, every: timedelta, grace: timedelta, limit: int) -> Window:
-    count = max(0, (until - after) // every)
-    complete = count <= limit
-    count = min(count, limit)
+    due = max(0, (until - after) // every)
+    count = min(due, limit)
     if count == 0:
         return EMPTY
     last = after + every * count
+    more_missed = due > count and until - (last + every) > grace
     ticks = [last - every * k for k in range(min(count, MAX_RECORDED_SKIPS + grace // every + 1) - 1, -1, -1)]
-    fresh = tuple(t for t in ticks if complete and until - t <= grace)
-    missed = tuple(t for t in ticks if t not in fresh)[-MAX_RECORDED_SKIPS:]
-    return Window(count=count, last=last, fresh=fresh, missed=missed, complete=complete)
+    fresh = tuple(t for t in ticks if until - t <= grace)
+    missed = tuple(t for t in ticks if until - t > grace)[-MAX_RECORDED_SKIPS:]
+    return Window(count=count, last=last, fresh=fresh, missed=missed, more_missed=more_missed)
 
 
 def _cron_window(walk: Iterator[datetime], until: datetime, grace: timedelta, limit: int) -> Window:
-    count, last, complete = 0, None, True
+    count, last, more_missed = 0, None, False
     fresh: list[datetime] = []
     missed: deque[datetime] = deque(maxlen=MAX_RECORDED_SKIPS)
     while (tick := next(walk)) <= until:  # the walk never ends: a cadence ticks for ever
         if count == limit:
-            complete = False
+            more_missed = until - tick > grace
             break
         count, last = count + 1, tick
         (fresh if until - tick <= grace else missed).append(tick)
-    if not complete:  # the walk stopped short of now: nothing it saw is fresh
-        missed.extend(fresh)
-        fresh = []
-    return Window(count=count, last=last, fresh=tuple(fresh), missed=tuple(missed), complete=complete)
+    return Window(count=count, last=last, fresh=tuple(fresh), missed=tuple(missed), more_missed=more_missed)
 
 
 def _cron_walk(
@@ -259,8 +300,10 @@ def plan(
         return None
     if state.paused:
         mint: tuple[datetime, ...] = ()
-    elif state.misfire is Misfire.COALESCE and window.missed and window.complete:
-        mint = (window.missed[-1], *window.fresh)  # one make-up run stands for every missed tick
+    elif state.misfire is Misfire.COALESCE and window.missed and not window.more_missed:
+        # One make-up run stands for every missed tick, minted when the walk has reached the last of them
+        # (earlier passes of a long backlog skip theirs).
+        mint = (window.missed[-1], *window.fresh)
     else:
         mint = window.fresh
     if state.no_overlap:

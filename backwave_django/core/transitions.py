@@ -179,6 +179,10 @@ def can_requeue(state: State) -> bool:
     return False
 
 
+#: The one state a claim leases from: every store's claim selects jobs in it (and only in it).
+CLAIMABLE = State.SCHEDULED
+
+
 def claim(state: State) -> None:
-    """A claim moves a scheduled job to leased and adds one to its attempt."""
+    """A claim moves a job in ``state`` (which is :data:`CLAIMABLE`) to leased and adds one to its attempt."""
     check(state, State.LEASED)

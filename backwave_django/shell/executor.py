@@ -57,6 +57,7 @@ class Attempt:
     context: JobContext
     token: threading.Event
     guard: DatabaseGuard
+    cut_off_at: datetime | None = None  # when the Driver gives it up if it still runs (its time limit)
     abandoned: bool = field(default=False)
     task: concurrent.futures.Future[Any] | None = None  # an async Attempt's handle on the event loop
 
@@ -100,7 +101,9 @@ class Executor:
         self._inflight: dict[int, Attempt] = {}
         self._details: dict[tuple[int, int], OutcomeDetail] = {}
 
-    def prepare(self, job: ClaimedJob) -> Attempt | ev.ExecutionUnroutable:
+    def prepare(
+        self, job: ClaimedJob, cut_off_at: datetime | None = None
+    ) -> Attempt | ev.ExecutionUnroutable:
         """Route and decode the job. Anything that goes wrong on the way makes it unroutable, never raises."""
         try:
             registration = self.registry.get(job.wire_name)
@@ -119,7 +122,7 @@ class Executor:
             scheduled_for=job.scheduled_for,
             enqueued_at=job.created_at,
         )
-        attempt = Attempt(job, registration, arguments, context, token, DatabaseGuard(job.id))
+        attempt = Attempt(job, registration, arguments, context, token, DatabaseGuard(job.id), cut_off_at)
         with self._lock:
             self._inflight[job.id] = attempt
         return attempt
@@ -193,6 +196,11 @@ class Executor:
             failure = OutputError(f"the return value could not be encoded ({type(exc).__name__})")
             return AttemptResult.failed(failure)
         return replace(result, output=output)
+
+    def in_flight(self, attempt: Attempt) -> bool:
+        """Whether this Attempt still runs and is still awaited (not ended, not abandoned)."""
+        with self._lock:
+            return self._inflight.get(attempt.job.id) is attempt
 
     def signal(self, job_id: int) -> None:
         """Ask a running handler to stop: ``context.cancelled`` becomes true (an async one is cancelled)."""

@@ -27,13 +27,14 @@ from django.db import connections
 from .. import wakeups
 from ..conf import GroupSettings
 from ..core import events as ev
-from ..core.driver import DriverConfig, NodeDriver
+from ..core.driver import STOP_WINDOW, DriverConfig, NodeDriver
 from ..core.health import Health
 from ..core.retention import RetentionRule
 from ..core.retry import RetryPolicy
 from ..core.text import describe
 from ..registry import Registry
 from ..store.contract import JobStore
+from .alarms import Alarms
 from .clock import Clock, SystemClock
 from .executor import DEFAULT_MAX_OUTPUT_BYTES, Attempt, Executor
 from .loop import AttemptLoop
@@ -136,6 +137,7 @@ class Pump:
         self._poll_pending = False
         self._since_idle = False  # an event was handled since the last Idle
         self._pool: WorkerPool | None = None
+        self._alarms = Alarms(f"backwave-{group.name}-{index}", self.clock.monotonic)
         self._hint_token: int | None = None
         self._ending: Health | None = None  # STOPPED or HALTED: the loop ends
         self._done = threading.Event()
@@ -178,8 +180,13 @@ class Pump:
         self._events.put(POLL)
 
     def shutdown(self, grace: timedelta) -> None:
-        """Stop claiming and drain: running handlers may finish for ``grace``, then are stopped."""
+        """Stop claiming and drain: running handlers may finish for ``grace``, then are stopped. Handlers
+        still running when the Driver's stop window closes are cut off then by the alarm, even if the loop is
+        held up (by a handler's transaction on SQLite) and has not seen the request yet."""
         self._events.put(ev.ShutdownRequested(now=self.clock.now(), grace=grace))
+        if self.threads:  # without threads every handler runs on the loop: nothing to cut off beside it
+            cut_off_in = max(grace, timedelta(0)) + STOP_WINDOW
+            self._alarms.arm(self.clock.monotonic() + cut_off_in.total_seconds(), self._cut_off_all)
 
     def join(self, timeout: float | None = None) -> bool:
         return self._done.wait(timeout)
@@ -260,23 +267,48 @@ class Pump:
     # -- what the runner asks of its host ---------------------------------------------------------------
 
     def launch(self, attempt: Attempt) -> None:
-        if attempt.registration.is_async and self.threads:
-            attempt.task = self._loop.submit(self._async_task(attempt))
-        elif self._pool is None:
-            self._task(attempt)
+        if self._pool is None:
+            self._task(attempt, None)
+            return
+        alarm = None
+        if attempt.cut_off_at is not None:
+            at = self.clock.monotonic() + (attempt.cut_off_at - self.clock.now()).total_seconds()
+            alarm = self._alarms.arm(at, lambda: self._cut_off(attempt))
+        if attempt.registration.is_async:
+            attempt.task = self._loop.submit(self._async_task(attempt, alarm))
         else:
-            self._pool.submit(lambda: self._task(attempt))
+            self._pool.submit(lambda: self._task(attempt, alarm))
 
-    def _task(self, attempt: Attempt) -> bool:
+    def _task(self, attempt: Attempt, alarm: int | None) -> bool:
         event = self.executor.run(attempt)
+        if alarm is not None:
+            self._alarms.disarm(alarm)
         if event is not None:
             self._events.put(event)
         return attempt.abandoned
 
-    async def _async_task(self, attempt: Attempt) -> None:
+    async def _async_task(self, attempt: Attempt, alarm: int | None) -> None:
         event = await self.executor.run_async(attempt)
+        if alarm is not None:
+            self._alarms.disarm(alarm)
         if event is not None:
             self._events.put(event)
+
+    def _cut_off(self, attempt: Attempt) -> None:
+        """On the alarm thread, at the Driver's cut-off time: an Attempt still running loses the database now,
+        even if the loop is held up (by this very handler's transaction, on SQLite)."""
+        if not self.executor.in_flight(attempt):
+            return
+        try:
+            attempt.guard.revoke(self.store.cut_off_sessions)
+        finally:
+            if self.store.using in connections.settings:  # a database store may have used this thread's
+                connections[self.store.using].close()
+
+    def _cut_off_all(self) -> None:
+        """On the alarm thread, when the shutdown's stop window closes: every Attempt still running."""
+        for attempt in self.executor.running():
+            self._cut_off(attempt)
 
     def wake_at(self, at: datetime) -> None:
         self._deadlines[TIMER] = self.clock.monotonic() + (at - self.clock.now()).total_seconds()
@@ -317,6 +349,7 @@ class Pump:
             self.stuck_threads = len(stuck)
         if not self._loop.close():
             self.stuck_threads += 1
+        self._alarms.close()
         if self.store.using in connections.settings:  # a database store: this thread's connection
             connections[self.store.using].close()
         self._done.set()

@@ -101,14 +101,16 @@ class CommandRunner:
 
     def _obey(self, command: cmd.Command) -> list[ev.Event]:
         store, now = self.store, self.clock()
-        match command:
+        match command:  # the commands of every turn first: each case costs the ones above it a check
             case cmd.ClaimBatch(queues=queues, max_jobs=max_jobs, lease_duration=lease):
                 jobs = store.claim(
                     worker_id=self.worker_id, queues=queues, max_jobs=max_jobs, lease_duration=lease, now=now
                 )
                 return [ev.ClaimCompleted(now=self.clock(), jobs=tuple(jobs))]
-            case cmd.ExecuteJob(job=job):
-                prepared = self.executor.prepare(job)
+            case cmd.RequestPoll():
+                self.host.request_poll()
+            case cmd.ExecuteJob(job=job, cut_off_at=cut_off_at):
+                prepared = self.executor.prepare(job, cut_off_at)
                 if isinstance(prepared, Attempt):
                     self.host.launch(prepared)
                     return []
@@ -150,8 +152,9 @@ class CommandRunner:
                 except Exception as exc:
                     if self.raise_faults or store.is_transient_fault(exc):
                         raise
-                    # Housekeeping never halts a Pump: a purge that cannot delete (a model of the project
-                    # protects a finished job, say) is logged and tried again later.
+                    # Housekeeping never halts a Pump. A row the database refuses to delete does not get
+                    # here (the store deletes around it and passes over it); what does (a deferred foreign
+                    # key that SQLite checks only at commit, say) is logged and tried again later.
                     logger.error(
                         "%s: could not purge finished jobs (retrying later): %s",
                         self.worker_id, describe(exc), exc_info=exc,
@@ -167,8 +170,6 @@ class CommandRunner:
                 if attempt is not None:
                     attempt.guard.revoke(store.cut_off_sessions)  # before its lease is written off
                     self.host.abandoned(attempt)
-            case cmd.RequestPoll():
-                self.host.request_poll()
             case cmd.WakeAt(at=at):
                 self.host.wake_at(at)
             case cmd.RecordStatus(health=health, detail=detail):

@@ -7,8 +7,13 @@ past ``CONN_MAX_AGE`` is closed.
 
 While the handler runs, a :class:`DatabaseGuard` sits on this thread's connections. When the Pump gives up on
 the Attempt (a timeout it ignored, a lost lease, the end of a shutdown), it revokes the guard before the job's
-lease is given up: every statement the handler sends from then on raises :class:`AttemptRevoked`, and the
-store cuts off any transaction it holds open, so nothing it does afterwards is committed.
+lease is given up: every statement the handler sends from then on, and every commit (which Django sends past
+the execute wrappers), raises :class:`AttemptRevoked`, so its ``on_commit`` callbacks never run; and the store
+cuts off any transaction it holds open (on the server, or on SQLite on the connection itself), so nothing it
+did is committed. The connections of a revoked Attempt are closed when it ends.
+
+The test pump runs its Attempts through the same :func:`run_attempt`, signals included; only the isolation
+around the handler (a savepoint) and what happens to the connections afterwards (nothing) are its own.
 
 An ``async def`` handler runs on the Pump's event loop instead (:func:`run_attempt_async`), inside its own
 ``ThreadSensitiveContext``: the ORM calls it makes through Django's async API (``sync_to_async``) run on a
@@ -22,7 +27,9 @@ from __future__ import annotations
 import contextvars
 import inspect
 import logging
+import threading
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,42 +57,60 @@ class DatabaseGuard:
         self.job_id = job_id
         self.revoked = False
         self.sessions: list[Any] = []  # this thread's Django connection wrappers
+        self._revoking = threading.Lock()
 
     def install(self) -> None:
         """In the handler's thread, before it runs."""
         self.sessions = list(connections.all())
         for session in self.sessions:
             session.execute_wrappers.append(self._check)
+            session.commit = self._guarded_commit(session.commit)  # shadows the method on this wrapper only
 
     def adopt(self, session: Any) -> None:
         """A connection an async Attempt's thread opened: guard it too (from ``connection_created``)."""
         if session not in self.sessions:
             self.sessions.append(session)
             session.execute_wrappers.append(self._check)
+            session.commit = self._guarded_commit(session.commit)
 
     def uninstall(self) -> None:
         """In the handler's thread, after it ran."""
         for session in self.sessions:
             if self._check in session.execute_wrappers:
                 session.execute_wrappers.remove(self._check)
+            vars(session).pop("commit", None)
 
-    def _check(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+    def _refuse_if_revoked(self) -> None:
         if self.revoked:
             raise AttemptRevoked(
                 f"job {self.job_id}: this Attempt was given up (timed out, lost its lease, or shut down); "
                 "its handler may not use the database any more"
             )
+
+    def _check(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        self._refuse_if_revoked()
         return execute(sql, params, many, context)
 
+    def _guarded_commit(self, commit: Callable[[], None]) -> Callable[[], None]:
+        def guarded() -> None:
+            self._refuse_if_revoked()
+            commit()
+
+        return guarded
+
     def revoke(self, cut_off: Callable[[Sequence[Any]], None]) -> None:
-        """From the Pump's thread: refuse further statements, then let the store cut off open transactions."""
-        self.revoked = True
-        try:
-            cut_off(self.sessions)
-        except Exception:
-            logger.exception(
-                "job %s: could not cut off the database sessions of a given-up Attempt", self.job_id
-            )
+        """From the Pump's thread (or its cut-off alarm): refuse further statements and commits, then let the
+        store cut off open transactions. Once: a second call waits for the first to be done, and returns."""
+        with self._revoking:
+            if self.revoked:
+                return
+            self.revoked = True
+            try:
+                cut_off(self.sessions)
+            except Exception:
+                logger.exception(
+                    "job %s: could not cut off the database sessions of a given-up Attempt", self.job_id
+                )
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,33 +141,47 @@ def class_path(error: BaseException) -> str:
     return f"{module}.{name}"  # builtins too: Django's TaskError imports the class by this path
 
 
-class AwaitableReturned(TypeError):
-    """A handler that is not ``async def`` returned an awaitable, which nothing would ever await."""
+class HandlerReturnedAwaitable(TypeError):
+    """A synchronous handler returned something that needs awaiting: the work it stands for never ran."""
+
+
+def refuse_awaitable(registration: JobRegistration, value: object) -> None:
+    """A synchronous handler's result is never awaited, so an awaitable one means its work never ran: fail
+    the Attempt (raise) rather than record a success, and close a coroutine so it is not left un-awaited."""
+    if not inspect.isawaitable(value):
+        return
+    what = "a coroutine" if inspect.iscoroutine(value) else "an awaitable"
+    close = getattr(value, "close", None)  # a coroutine's: it is then never reported as un-awaited
+    if callable(close):
+        try:
+            close()
+        except Exception as exc:
+            logger.warning("closing what %s returned failed: %s", registration.handler_path, describe(exc))
+    raise HandlerReturnedAwaitable(
+        f"{registration.handler_path} returned {what} ({type(value).__name__}), which nothing awaits, so its "
+        "work never ran: was it meant to be async? Declare the handler with async def, or run the async "
+        "work inside it (asyncio.run(...)) and return its result"
+    )
 
 
 def call_handler(registration: JobRegistration, arguments: dict[str, Any], context: JobContext) -> Any:
-    """Call the handler in this thread and return what it returned. An async handler's coroutine is run to
-    its end on an event loop of its own (the test pump's way; the Pump runs them on its loop instead)."""
+    """Call the handler in this thread and return what it returned. An ``async def`` handler's coroutine is
+    run to its end on an event loop of its own (the test pump's way; the Pump runs them on its loop)."""
     value = registration.execute(arguments, context)
-    if not inspect.isawaitable(value):
-        return value
-    if registration.is_async:
+    if registration.is_async and inspect.isawaitable(value):
         return async_to_sync(_awaited)(value)
-    if inspect.iscoroutine(value):
-        value.close()  # never awaited: say so in the outcome, not in a RuntimeWarning
-    raise AwaitableReturned(
-        f"{registration.handler_path} returned {type(value).__name__}, an awaitable that nothing awaits; "
-        "declare the handler with async def so that it is run as a coroutine"
-    )
+    refuse_awaitable(registration, value)
+    return value
 
 
 async def _awaited(value: Any) -> Any:
     return await value
 
 
-def close_connections(*, keep: bool = True) -> None:
-    """After an Attempt: roll back what the handler left open, then close as Django does after a request
-    (``keep``), or close for good (the thread of an async Attempt, which ends with it)."""
+def close_connections(*, close_all: bool = False) -> None:
+    """After an Attempt: roll back what the handler left open, then close as Django does after a request, or
+    close every connection (``close_all``: the Attempt was revoked and the store has cut them off, or its
+    thread ends with it)."""
     for conn in connections.all(initialized_only=True):
         if conn.connection is None:
             continue
@@ -160,50 +199,83 @@ def close_connections(*, keep: bool = True) -> None:
             elif not conn.get_autocommit():
                 conn.rollback()
                 conn.set_autocommit(True)
-            if keep:
-                conn.close_if_unusable_or_obsolete()
-            else:
+            if close_all:
                 conn.close()
+            else:
+                conn.close_if_unusable_or_obsolete()
         except Exception:
             logger.exception("closing connection %r after an Attempt failed; closing it hard", conn.alias)
             conn.close()
 
 
+def keep_connections(*, close_all: bool = False) -> None:
+    """The test pump's ``release``: handlers share the test's connection and transaction, left as they are."""
+
+
 def run_attempt(
-    registration: JobRegistration, arguments: dict[str, Any], context: JobContext, guard: DatabaseGuard
+    registration: JobRegistration,
+    arguments: dict[str, Any],
+    context: JobContext,
+    guard: DatabaseGuard,
+    *,
+    isolation: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    release: Callable[..., None] = close_connections,
 ) -> AttemptResult:
-    """Run exactly one handler call inside a fresh scope; never raises."""
+    """Run exactly one handler call inside a fresh scope; never raises.
+
+    The Pump and the test pump run every Attempt through here, so both send ``attempt_started`` and
+    ``attempt_finished`` around the same steps. What differs is passed in: ``isolation`` wraps the start
+    signal, the handler and its clean-ups (the test pump: a savepoint, so a handler that breaks the
+    transaction fails only its Attempt), and ``release`` runs last (the Pump: :func:`close_connections`; the
+    test pump: :func:`keep_connections`, so handlers see the test's transaction)."""
     result = AttemptResult()
     guard.install()
     try:
-        attempt_started.send(sender=registration, context=context)
-        result = AttemptResult(value=call_handler(registration, arguments, context))
+        with isolation():
+            result = AttemptResult(value=_call(registration, arguments, context))
     except BaseException as exc:  # the handler's failure is an outcome, not a crash of the pump
         result = AttemptResult.failed(exc)
     finally:
         try:
-            result = _end_of_attempt(registration, context, result)
+            _send_finished(registration, context)
         finally:
             guard.uninstall()
-            close_connections()
+            release(close_all=guard.revoked)
     return result
 
 
-def _end_of_attempt(
-    registration: JobRegistration, context: JobContext, result: AttemptResult
-) -> AttemptResult:
-    """Close what the handler registered on its scope and send ``attempt_finished``; a clean-up that raises
-    fails an Attempt that had succeeded."""
+def _call(registration: JobRegistration, arguments: dict[str, Any], context: JobContext) -> Any:
+    """``attempt_started``, the handler, then the scope's clean-ups (always); returns what the handler
+    returned, or raises what failed first. A clean-up that fails is logged, and fails the Attempt only if
+    nothing failed before it."""
+    failure: BaseException | None = None
+    value = None
+    try:
+        attempt_started.send(sender=registration, context=context)
+        value = call_handler(registration, arguments, context)
+    except BaseException as exc:
+        failure = exc
+    closing = _close_scope(context)  # always, whatever the handler did
+    failure = failure or closing
+    if failure is not None:
+        raise failure
+    return value
+
+
+def _close_scope(context: JobContext) -> BaseException | None:
+    """Close what the handler registered on its scope, last first; what a clean-up raised, logged."""
     try:
         context.scope.close()
     except BaseException as exc:
         logger.error("a clean-up registered by job %s failed: %s", context.job_id, describe(exc))
-        if result.error is None:
-            result = AttemptResult.failed(exc)
+        return exc
+    return None
+
+
+def _send_finished(registration: JobRegistration, context: JobContext) -> None:
     for receiver, error in attempt_finished.send_robust(sender=registration, context=context):
         if isinstance(error, Exception):
             logger.error("an attempt_finished receiver (%r) raised: %s", receiver, describe(error))
-    return result
 
 
 #: The guard of the async Attempt whose code is running (a context variable: sync_to_async carries it into
@@ -251,9 +323,14 @@ async def run_attempt_async(
 def _end_of_async_attempt(
     registration: JobRegistration, context: JobContext, result: AttemptResult, guard: DatabaseGuard
 ) -> AttemptResult:
-    """In the Attempt's own thread: its clean-ups and signal, then its connections closed."""
+    """In the Attempt's own thread: its clean-ups and signal, then its connections closed for good (the
+    thread ends with the Attempt: nothing can reuse them)."""
     try:
-        return _end_of_attempt(registration, context, result)
+        failed = _close_scope(context)
+        if failed is not None and result.error is None:
+            result = AttemptResult.failed(failed)
+        _send_finished(registration, context)
+        return result
     finally:
         guard.uninstall()
-        close_connections(keep=False)  # this thread ends with the Attempt: nothing can reuse them
+        close_connections(close_all=True)

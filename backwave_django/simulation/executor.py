@@ -31,8 +31,12 @@ class Executor:
         self.inflight: dict[int, Attempt] = {}
         self.details: dict[tuple[int, int], str] = {}
 
-    def execute(self, job: ClaimedJob, event_now: datetime) -> ev.Event | None:
-        """ExecuteJob, obeyed in a step of event time ``event_now``: the unroutable event, or None."""
+    def execute(
+        self, job: ClaimedJob, event_now: datetime, cut_off_at: datetime | None = None
+    ) -> ev.Event | None:
+        """ExecuteJob, obeyed in a step of event time ``event_now``: the unroutable event, or None. The
+        simulated store's writes never wait for a handler, so ``cut_off_at`` (the shell's cut-off alarm) is
+        only checked: the Driver's own deadline plus the grace."""
         pump, checker = self.pump, self.pump.sim.checker
         if job.wire_name != ROUTABLE:
             reason = f"no job is registered as {job.wire_name!r}"
@@ -53,6 +57,14 @@ class Executor:
         timeout = job.timeout or group_timeout
         if timeout is not None:
             attempt.limit_at = event_now + timeout  # the Driver's deadline, from the same event
+        expected = None if attempt.limit_at is None else attempt.limit_at + TIMEOUT_GRACE
+        checker.expect(
+            cut_off_at == expected,
+            "TimeLimitHolds",
+            lambda: (
+                f"{pump.worker_id} would cut job {job.id}#{job.attempt} off at {cut_off_at}, not {expected}"
+            ),
+        )
         self.inflight[job.id] = attempt
         checker.expect(
             len(self.inflight) <= pump.spec.pool_size,
@@ -104,16 +116,14 @@ class Executor:
             self.details.pop((report.job_id, report.attempt), None)
 
     def check_time_limits(self, now: datetime) -> None:
-        """After a step at event time ``now``: a handler whose time limit the Driver saw pass a grace ago
-        must have been given up (the Driver fires its deadlines from the same event times)."""
+        """After a step at event time ``now``: a handler whose time limit passed a grace ago must have been
+        given up (the Driver fires its deadlines from the same event times), however late its loop saw it."""
         checker = self.pump.sim.checker
         for attempt in self.inflight.values():
             if attempt.limit_at is None or now < attempt.limit_at:
                 continue
             checker.checks += 1
-            if attempt.limit_seen is None:
-                attempt.limit_seen = now
-            elif now >= attempt.limit_seen + TIMEOUT_GRACE:
+            if now >= attempt.limit_at + TIMEOUT_GRACE:
                 job, past = attempt.job, (now - attempt.limit_at).total_seconds()
                 checker.fail(
                     "TimeLimitHolds",

@@ -45,7 +45,6 @@ class Attempt:
     deaf: bool  # it ignores cancellation (a hang)
     react: int  # microseconds it takes to stop once asked
     limit_at: datetime | None = None  # when its time limit passes, on its Pump's clock
-    limit_seen: datetime | None = None  # the first step time at or after ``limit_at``
     signalled: bool = False
     abandoned: bool = False
     started: int | None = None

@@ -252,8 +252,8 @@ class SimPump:
         match command:
             case _ if isinstance(command, STORE_COMMANDS):
                 return self._store(command)
-            case cmd.ExecuteJob(job=job):
-                unroutable = self.executor.execute(job, self._event_now)
+            case cmd.ExecuteJob(job=job, cut_off_at=cut_off_at):
+                unroutable = self.executor.execute(job, self._event_now, cut_off_at)
                 if unroutable is not None:
                     self._produced.append(unroutable)
             case cmd.SignalCancellation(job_id=job_id):

@@ -3,15 +3,14 @@
 A :class:`Change` pairs the decision of ``core.transitions`` with what is written beside it (who ended
 the Attempt, its traceback), already cleaned and bounded. Every store builds its changes here, so they all
 write the same thing for the same event. Every other decision a store asks of ``core.transitions`` (may a
-claim lease this job, what does a cancel do, may this job be requeued) goes through here too, so that a move
-the legal transitions forbid is refused as the contract says: with :class:`StoreError`, before anything is
-written.
+claim lease this job, what does a cancel do, may this job be requeued, may a purge delete jobs in these
+states) goes through here too, so that a move the legal transitions forbid is refused as the contract says:
+with :class:`StoreError`, before anything is written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,34 +29,57 @@ CLAIMED_FIELDS = (
 )  # fmt: skip
 
 
-@contextmanager
-def _legal_moves_only() -> Iterator[None]:
-    """A move a table names but ``states.TRANSITIONS`` forbids (a bug in a table) refuses the operation."""
-    try:
-        yield
-    except transitions.IllegalTransition as exc:
-        raise StoreError(f"refused: {exc}") from exc
+def _refused(exc: transitions.IllegalTransition) -> StoreError:
+    """A move a table names but ``states.TRANSITIONS`` forbids (a bug in a table) refuses the operation. (A
+    plain ``try`` in each function below: a context manager would cost more than the checks, per job.)"""
+    return StoreError(f"refused: {exc}")
 
 
 def check_claim(state: State) -> None:
-    """Raise :class:`StoreError` unless a claim may lease a job in ``state``."""
-    with _legal_moves_only():
+    """Raise :class:`StoreError` unless a claim may lease a job in ``state``: a store that reads each job's
+    state before it leases it (the memory store) checks the state it read."""
+    try:
         transitions.claim(state)
+    except transitions.IllegalTransition as exc:
+        raise _refused(exc) from exc
+
+
+def claimable_state() -> State:
+    """The state a database store's claim selects (its ``WHERE state = ...``), after checking against the
+    legal transitions, at run time, that a claim may lease a job in it. That WHERE clause is the guard on each
+    row: a claim never touches a job in another state, so it need not read and check every job's state (the
+    memory store, which reads them anyway, checks each with :func:`check_claim`)."""
+    check_claim(transitions.CLAIMABLE)
+    return transitions.CLAIMABLE
+
+
+def check_purge(states: Iterable[State]) -> None:
+    """Raise :class:`StoreError` unless every state is final: a purge deletes finished jobs only."""
+    try:
+        transitions.check_purge(states)
+    except transitions.IllegalTransition as exc:
+        raise _refused(exc) from exc
 
 
 def cancel_effect(state: State) -> transitions.CancelEffect:
-    with _legal_moves_only():
+    try:
         return transitions.cancel_effect(state)
+    except transitions.IllegalTransition as exc:
+        raise _refused(exc) from exc
 
 
 def can_requeue(state: State) -> bool:
-    with _legal_moves_only():
+    try:
         return transitions.can_requeue(state)
+    except transitions.IllegalTransition as exc:
+        raise _refused(exc) from exc
 
 
 def _after_attempt(kind: OutcomeKind, **facts: Any) -> transitions.Move:
-    with _legal_moves_only():
+    try:
         return transitions.after_attempt(kind, **facts)
+    except transitions.IllegalTransition as exc:
+        raise _refused(exc) from exc
 
 
 def claimed_job(row: Sequence[Any]) -> ClaimedJob:

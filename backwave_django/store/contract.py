@@ -1,7 +1,10 @@
 """The Storage Contract: what every store guarantees, whatever holds the jobs.
 
 Rules every implementation keeps (the conformance suite, ``tests/contract``, checks each one against every
-store: the in-memory one, the portable Django store, and the PostgreSQL one):
+store: the in-memory one, ``store/memory.py``; the portable Django store, ``store/django.py`` with its
+schedules and retention, on SQLite and PostgreSQL; the PostgreSQL one, ``store/postgres.py``; and the MariaDB
+one, ``store/mysql.py``. The simulator, ``simulation/``, and the benchmark, ``bench/``, use them through this
+contract too):
 
 1. Time is an input. Every time-dependent operation takes ``now``; no store reads a clock.
 2. Every operation is one transaction: it happens whole or not at all.
@@ -10,7 +13,8 @@ store: the in-memory one, the portable Django store, and the PostgreSQL one):
 4. Bounds reject, never truncate, on the way in (enqueue). Text a worker writes on the way out (messages,
    causes, tracebacks, health details) is cleaned and cut by ``core.text.clean`` to the bounds below.
 5. Every state change is decided by ``core.transitions`` and checked against ``core.states.TRANSITIONS``; an
-   illegal move raises :class:`StoreError` and writes nothing.
+   illegal move (a claim, a report, a sweep, a cancel, a requeue, a purge of a state that is not final)
+   raises :class:`StoreError` and writes nothing.
 6. Only plain values cross the contract: the dataclasses here and in ``core.records``, never ORM objects.
 """
 
@@ -92,13 +96,16 @@ class WireNameTooLong(StoreError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewJob:
-    """One job for :meth:`JobStore.enqueue`, its arguments already encoded as JSON text (``payload``)."""
+    """One job for :meth:`JobStore.enqueue`, its arguments already encoded as JSON text (``payload``).
+
+    Every field but ``timeout`` is required: the defaults (the job's queue, ``BACKWAVE['MAX_ATTEMPTS']``) are
+    the caller's to apply, from ``conf`` and the job's registration, so no store holds a copy of them."""
 
     wire_name: str
     payload: str
-    queue: str = "default"
+    queue: str
     due_at: datetime
-    max_attempts: int = 10
+    max_attempts: int
     timeout: timedelta | None = None  #: the job's own time limit per Attempt; None: its group's
     priority: int = 0  #: higher is claimed first within the queue
     unique_key: str | None = None  #: at most one unfinished job of this wire name holds the key
@@ -391,14 +398,18 @@ class JobStore(Protocol):
     def resume_schedule(self, name: str, *, actor: str, now: datetime) -> bool: ...
 
     def trigger_schedule(self, name: str, *, actor: str, now: datetime) -> TriggerResult:
-        """Mint one run now, outside the cadence (the cursor does not move). Audited."""
+        """Mint one run now, outside the cadence (the cursor does not move), even while a run is live under
+        ``no_overlap``: an operator's override. Audited."""
         ...
 
     # -- retention -----------------------------------------------------------------------------------
 
     def purge(self, rules: Sequence[PurgeRule], *, max_jobs: int, dry_run: bool = False) -> int:
         """Delete at most ``max_jobs`` finished jobs by ``rules`` (oldest first), with their outcomes and
-        audit records. ``dry_run``: only count them. Never deletes a job that is not terminal."""
+        audit records. ``dry_run``: only count them. A rule naming a state that is not terminal is refused
+        (:class:`StoreError`), so a live job is never deleted. A job the database refuses to delete (a
+        reference the store cannot see) is left, logged and passed over by this store's later purges, and the
+        batch is filled from the jobs behind it: one such job never holds back the others."""
         ...
 
     def oldest_finished(self, queues: Sequence[str] | None = None) -> dict[State, datetime]:

@@ -30,7 +30,7 @@ from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.text import clean
 from ..models import AuditRecord, Job, Lease, Outcome, PumpStatus, QueueSettings
-from . import changes, faults, inserts
+from . import changes, faults, inserts, sqlite
 from .bounds import check_concurrency_limit, check_new_job
 from .changes import CLAIMED_FIELDS, Change
 from .contract import (
@@ -50,6 +50,7 @@ from .contract import (
     RequeueResult,
     StoreError,
 )
+from .retention import RetentionMixin
 from .scheduling import SchedulingMixin
 
 _JOB_FIELDS = (
@@ -59,13 +60,14 @@ _JOB_FIELDS = (
 )  # fmt: skip
 
 
-class DjangoStore(SchedulingMixin):
+class DjangoStore(SchedulingMixin, RetentionMixin):
     """The Storage Contract over one Django database alias."""
 
     supports_transactional_enqueue = True
 
     def __init__(self, using: str = "default") -> None:
         self.using = using
+        self._refused = {}  # finished jobs the database refused to purge: passed over from then on
 
     @property
     def connection(self) -> Any:
@@ -100,12 +102,11 @@ class DjangoStore(SchedulingMixin):
         self.connection.close()
 
     def cut_off_sessions(self, sessions: Sequence[object]) -> None:
-        """SQLite: interrupt a statement in progress. A transaction the handler holds open keeps the
-        database's write lock, so no later write (the job's release among them) can commit before it ends."""
+        """SQLite: roll back the transaction each session holds and make it refuse every later statement, from
+        the Pump's thread (``store/sqlite.py``), which gives the database's write lock back at once. Sessions
+        of other databases are left to their stores' own means."""
         for session in sessions:
-            raw = getattr(session, "connection", None)
-            if raw is not None and getattr(session, "vendor", "") == "sqlite":
-                raw.interrupt()
+            sqlite.cut_off(session)
 
     # -- hooks for a database's own mechanisms (PostgreSQL: advisory locks and NOTIFY) ---------------------
 
@@ -117,6 +118,14 @@ class DjangoStore(SchedulingMixin):
 
     def _hint_other_processes(self, queues: Sequence[str]) -> None:
         """Inside an enqueue's transaction: wake Pumps of other processes when it commits."""
+
+    def _among(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``column`` is one of ``values``, as SQL and its parameters: a placeholder per value."""
+        return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
+
+    def _check_constraints_at_once(self) -> None:
+        """In a purge's own transaction, before it deletes: have the database check deferred foreign keys at
+        each statement, so a refused row fails its own savepoint rather than the whole batch at commit."""
 
     def _insert_batch_size(self, largest_text: int) -> int | None:
         """Rows per INSERT for rows whose text columns hold at most ``largest_text`` characters, where the
@@ -210,8 +219,10 @@ class DjangoStore(SchedulingMixin):
         ids = list(picked[:take])
         if not ids:
             return []
-        changes.check_claim(State.SCHEDULED)
-        jobs.filter(id__in=ids, state=State.SCHEDULED).update(state=State.LEASED, attempt=F("attempt") + 1)
+        state = changes.claimable_state()  # what claimable() picks from, its move to leased checked
+        moved = jobs.filter(id__in=ids, state=state).update(state=State.LEASED, attempt=F("attempt") + 1)
+        if moved != len(ids):  # picked rows are locked (on SQLite, the database is): only a bug gets here
+            raise StoreError(f"{len(ids) - moved} of jobs {sorted(ids)} left {state} while being claimed")
         rows = list(
             jobs.filter(id__in=ids).order_by("-priority", "due_at", "id").values_list(*CLAIMED_FIELDS)
         )

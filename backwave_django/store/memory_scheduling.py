@@ -10,11 +10,11 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..core import transitions
 from ..core.records import AuditAction
 from ..core.retention import PurgeRule
 from ..core.schedules import MAX_RECORDED_SKIPS, MintDecision, ScheduleState
 from ..core.states import State
+from . import changes
 from .contract import (
     AuditView,
     JobView,
@@ -182,7 +182,7 @@ class MemorySchedulingMixin:
             self._fault("purge", "before")
             picked: dict[int, PurgeRule] = {}  # the jobs to delete, in order, and the rule that picked each
             for rule in rules:
-                transitions.check_purge(rule.states)
+                changes.check_purge(rule.states)
                 due = [
                     j
                     for j in self._jobs.values()

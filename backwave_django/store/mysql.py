@@ -202,6 +202,7 @@ class MySQLStore(DjangoStore):
         transaction they hold and stops a statement they run, and the handler's next use of them fails.
         Sessions on this store's server are killed from its own connection, others from a short-lived
         connection of their own. Killing a session needs the same database user (or CONNECTION ADMIN)."""
+        super().cut_off_sessions(sessions)  # the handler's SQLite sessions, if it has any
         ours = self.connection.settings_dict
         for session in sessions:
             raw: Any = getattr(session, "connection", None)

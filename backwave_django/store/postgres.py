@@ -25,6 +25,7 @@ from .. import conf
 from ..core.records import ClaimedJob, HeartbeatResult, OutcomeReport
 from ..core.retry import RetryPolicy
 from ..core.states import State
+from ..core.transitions import CLAIMABLE
 from . import changes
 from .bounds import check_new_job
 from .changes import Change
@@ -96,11 +97,12 @@ FROM unnest(%s::text[]) AS q LEFT JOIN backwave_django_queuesettings s ON s.queu
 """
 
 #: One queue, no limit: pick, lease and log in one statement. The settings guard runs on this statement's
-#: own snapshot, so a pause or limit committed after the read above is still honoured.
-CLAIM_UNLIMITED_QUEUE = """
+#: own snapshot, so a pause or limit committed after the read above is still honoured. It picks only jobs in
+#: the claimable state (``store.changes.claimable_state`` checks its move before each claim) and locks them.
+CLAIM_UNLIMITED_QUEUE = f"""
 WITH picked AS (
     SELECT id FROM backwave_django_job
-    WHERE state = 'scheduled' AND queue = %(queue)s AND due_at <= %(now)s
+    WHERE state = '{CLAIMABLE}' AND queue = %(queue)s AND due_at <= %(now)s
       AND NOT EXISTS (
           SELECT 1 FROM backwave_django_queuesettings s
           WHERE s.queue = %(queue)s AND (s.paused OR s.concurrency_limit IS NOT NULL)
@@ -109,7 +111,7 @@ WITH picked AS (
     LIMIT %(take)s
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
-    UPDATE backwave_django_job j SET state = 'leased', attempt = j.attempt + 1
+    UPDATE backwave_django_job j SET state = '{State.LEASED}', attempt = j.attempt + 1
     FROM picked WHERE j.id = picked.id
     RETURNING j.id, j.wire_name, j.queue, j.payload, j.attempt, j.max_attempts, j.due_at, j.timeout,
         j.scheduled_for, j.created_at, j.priority
@@ -243,6 +245,7 @@ class PostgresStore(DjangoStore):
         alone: the guard on them refuses any further statement. Sessions on other servers get a cancel."""
         from psycopg.pq import TransactionStatus
 
+        super().cut_off_sessions(sessions)  # the handler's SQLite sessions, if it has any
         ours = self.connection.settings_dict
         pids = []
         for session in sessions:
@@ -267,6 +270,13 @@ class PostgresStore(DjangoStore):
 
     def _hint_other_processes(self, queues: Sequence[str]) -> None:
         self._execute(NOTIFY, [HINT_CHANNEL, list(queues)])  # delivered at commit, and only then
+
+    def _check_constraints_at_once(self) -> None:
+        self._execute("SET CONSTRAINTS ALL IMMEDIATE", [])  # Django's foreign keys are deferred
+
+    def _among(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """One array parameter, whatever the number of values: one statement text for every batch size."""
+        return f"{column} = ANY(%s)", [list(values)]
 
     def _rows(self, sql: str, params: Any, *, prepare: bool = False) -> list[tuple[Any, ...]]:
         """Run one hot statement with server-side binding. It still goes through Django's cursor wrapper,
@@ -357,7 +367,7 @@ class PostgresStore(DjangoStore):
     ) -> list[ClaimedJob]:
         if limited:  # under the settings row lock taken by _free_slots: the ORM path
             return super()._claim_queue(worker_id, queue, take, lease_duration, now, limited=True)
-        changes.check_claim(State.SCHEDULED)  # the statement moves scheduled jobs to leased
+        changes.claimable_state()  # the state the statement picks from: its move to leased is still legal
         params = {
             "queue": queue,
             "now": now,

@@ -1,4 +1,4 @@
-"""Schedules and retention in the Django stores (mixed into ``DjangoStore``).
+"""Schedules in the Django stores (mixed into ``DjangoStore``; retention is ``store/retention.py``).
 
 Every tick is minted at most once across a cluster, by two guarantees that do not depend on each other: the
 cursor moves by compare-and-set (a node whose read is stale changes nothing), and a job's (schedule, tick) is
@@ -12,15 +12,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError, connections, models
-from django.db.models import F, Min, QuerySet
+from django.db import IntegrityError
+from django.db.models import F
 
-from ..core import transitions
 from ..core.records import AuditAction
-from ..core.retention import PurgeRule
 from ..core.schedules import MAX_RECORDED_SKIPS, MintDecision, Misfire, ScheduleState
-from ..core.states import TERMINAL_STATES, State
-from ..models import AuditRecord, Job, Lease, Outcome, Schedule
+from ..core.states import State
+from ..models import Job, Schedule
 from .contract import ScheduleDefinition, ScheduleView, SyncResult, TriggerResult
 
 if TYPE_CHECKING:
@@ -59,64 +57,9 @@ def schedule_view(row: Schedule) -> ScheduleView:
 #: Workers that start together race to insert a new schedule; the losers read it back and compare.
 _SYNC_ATTEMPTS = 3
 
-#: A foreign key to Job with one of these says the row needs its job: a purge leaves that job alone.
-_KEEPS_ITS_JOB = (models.PROTECT, models.RESTRICT, models.DO_NOTHING)
-
-
-def _protected_job_ids(using: str) -> list[QuerySet[Any, Any]]:
-    """The ids of jobs that rows of other models point to with a foreign key that keeps its job (a model of
-    the project that records which job made it, say): each a subquery the purge excludes. A foreign key
-    with CASCADE or SET_NULL lets the job go, as Django's own delete would."""
-    found = []
-    for relation in Job._meta.get_fields(include_hidden=True):
-        if not (relation.auto_created and relation.is_relation and not relation.concrete):
-            continue
-        if getattr(relation, "on_delete", None) not in _KEEPS_ITS_JOB:
-            continue
-        field = relation.field  # type: ignore[union-attr]
-        rows = relation.related_model._base_manager.using(using)  # type: ignore[union-attr]
-        found.append(rows.filter(**{f"{field.name}__isnull": False}).values(field.attname))
-    return found
-
-
-def _cascading_relations() -> list[Any]:
-    """Relations to Job from models other than backwave's own whose delete does something (CASCADE, SET_NULL,
-    ...). A relation that keeps its job needs nothing: the purge never picks the jobs it points to."""
-    return [
-        relation
-        for relation in Job._meta.get_fields(include_hidden=True)
-        if relation.auto_created
-        and relation.is_relation
-        and not relation.concrete
-        and relation.related_model not in (Outcome, Lease)
-        and getattr(relation, "on_delete", None) not in _KEEPS_ITS_JOB
-    ]
-
-
-class _Among:
-    """``DELETE ... WHERE column IN (values) AND ...`` for a connection: one array parameter on PostgreSQL,
-    a placeholder per value elsewhere."""
-
-    def __init__(self, connection: Any) -> None:
-        self.connection = connection
-
-    def delete(
-        self, model: type[models.Model], *conditions: tuple[str, Sequence[Any]]
-    ) -> tuple[str, list[Any]]:
-        clauses, params = [], []
-        for column, values in conditions:
-            if self.connection.vendor == "postgresql":
-                clauses.append(f"{column} = ANY(%s)")
-                params.append(list(values))
-            else:
-                clauses.append(f"{column} IN ({', '.join(['%s'] * len(values))})")
-                params += values
-        table = self.connection.ops.quote_name(model._meta.db_table)
-        return f"DELETE FROM {table} WHERE {' AND '.join(clauses)}", params
-
 
 class SchedulingMixin:
-    """The schedule and retention operations of the Storage Contract, through the ORM."""
+    """The schedule operations of the Storage Contract, through the ORM."""
 
     using: str
 
@@ -279,73 +222,3 @@ class SchedulingMixin:
             self._insert_runs(row, [now], now)
             self._audit(actor, AuditAction.TRIGGER_SCHEDULE, name, now)
         return TriggerResult.TRIGGERED
-
-    # -- retention ---------------------------------------------------------------------------------
-
-    def purge(self, rules: Sequence[PurgeRule], *, max_jobs: int, dry_run: bool = False) -> int:
-        purged = 0
-        for rule in rules:
-            if purged >= max_jobs:
-                break
-            transitions.check_purge(
-                rule.states
-            )  # a rule that named a live state would be a bug: never delete
-            purged += self._purge_rule(rule, max_jobs - purged, dry_run)
-        return purged
-
-    def _purge_rule(self, rule: PurgeRule, limit: int, dry_run: bool) -> int:
-        jobs = Job.objects.using(self.using)
-        finished = jobs.filter(terminal_at__lt=rule.before)
-        for needed in _protected_job_ids(self.using):
-            finished = finished.exclude(id__in=needed)
-        if dry_run:
-            return int(
-                finished.filter(queue__in=list(rule.queues), state__in=list(rule.states))[:limit].count()
-            )
-        with self._write():
-            ids: list[int] = []
-            # Queue by queue and state by state, each oldest first along backwave_job_queue_state: a batch
-            # reads what it deletes, never the whole history.
-            for queue in rule.queues:
-                for state in rule.states:
-                    if len(ids) >= limit:
-                        break
-                    oldest = finished.filter(queue=queue, state=state).order_by("terminal_at")
-                    ids += oldest.select_for_update(skip_locked=True).values_list("id", flat=True)[
-                        : limit - len(ids)
-                    ]
-            if not ids:
-                return 0
-            return self._delete_finished(ids)
-
-    def _delete_finished(self, ids: list[int]) -> int:
-        """Delete these finished jobs with their outcomes, leases and audit records: plain DELETEs by id (an
-        ORM delete spends most of a batch building lookups), or Django's delete when a model of the project
-        points at jobs with CASCADE or SET_NULL, so that what it declared happens."""
-        audit = [str(AuditAction.CANCEL), str(AuditAction.REQUEUE)]
-        finished = [str(state) for state in TERMINAL_STATES]
-        if _cascading_relations():
-            Outcome.objects.using(self.using).filter(job_id__in=ids).delete()
-            targets = [str(i) for i in ids]
-            AuditRecord.objects.using(self.using).filter(target__in=targets, action__in=audit).delete()
-            deleted = Job.objects.using(self.using).filter(id__in=ids, state__in=finished).delete()
-            return int(deleted[1].get(Job._meta.label, 0))
-        connection = connections[self.using]
-        ours = _Among(connection)
-        with connection.cursor() as cursor:
-            for model in (Outcome, Lease):
-                cursor.execute(*ours.delete(model, ("job_id", ids)))
-            cursor.execute(*ours.delete(AuditRecord, ("target", [str(i) for i in ids]), ("action", audit)))
-            cursor.execute(*ours.delete(Job, ("id", ids), ("state", finished)))
-            return int(cursor.rowcount)
-
-    def oldest_finished(self, queues: Sequence[str] | None = None) -> dict[State, datetime]:
-        found: dict[State, datetime] = {}
-        for state in (State.SUCCEEDED, State.CANCELLED, State.DEAD_LETTERED, State.QUARANTINED):
-            rows = Job.objects.using(self.using).filter(state=state, terminal_at__isnull=False)
-            if queues is not None:
-                rows = rows.filter(queue__in=list(queues))
-            oldest = rows.aggregate(t=Min("terminal_at"))["t"]
-            if oldest is not None:
-                found[state] = oldest
-        return found

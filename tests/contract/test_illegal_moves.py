@@ -101,3 +101,22 @@ def test_a_sweep_of_a_lease_whose_job_is_no_longer_leased_is_refused_whole(store
     inspect(store).corrupt_state(corrupted.id, State.SUCCEEDED)
 
     refused(store, lambda: sweep(store, now=T0 + LEASE))
+
+
+def test_a_claim_leases_only_claimable_jobs_even_when_its_pick_is_wrong(db_store, monkeypatch):
+    # The WHERE clause of the claim's move is the guard: a pick that found a finished job (a bug in the
+    # query) moves nothing, and the store refuses the claim rather than lease the rest around it.
+    from backwave_django.models import JobQuerySet
+
+    db_store.set_concurrency_limit("limited", 5, actor="ops", now=T0)  # the ORM path on every database store
+    job_in_state(db_store, State.SUCCEEDED, queue="limited")
+    enqueue_one(db_store, queue="limited")
+
+    def any_state(self, queues, now):
+        return self.filter(queue__in=queues).order_by("id")
+
+    monkeypatch.setattr(JobQuerySet, "claimable", any_state)
+
+    error = refused(db_store, lambda: claim(db_store, queues=["limited"]))
+
+    assert "left scheduled while being claimed" in str(error)

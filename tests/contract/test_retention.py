@@ -9,7 +9,7 @@ import pytest
 
 from backwave_django.core.retention import FAILED_CLASS, SUCCEEDED_CLASS, PurgeRule
 from backwave_django.core.states import State
-from backwave_django.core.transitions import IllegalTransition
+from backwave_django.store.contract import StoreError
 
 from ..conftest import T0
 from .support import enqueue, job_in_state
@@ -45,7 +45,7 @@ def test_a_purge_keeps_to_its_states_and_its_queues(store):
 def test_a_purge_never_touches_a_live_job_and_refuses_a_rule_that_names_one(store):
     live = [job_in_state(store, s, now=T0) for s in (State.LEASED, State.SCHEDULED)]
     assert store.purge([rule(states=(*SUCCEEDED_CLASS,))], max_jobs=500) == 0
-    with pytest.raises(IllegalTransition, match="only delete finished jobs"):
+    with pytest.raises(StoreError, match="refused: a purge may only delete finished jobs"):
         store.purge([rule(states=(State.SCHEDULED,))], max_jobs=500)
     assert all(store.get_job(i) is not None for i in live)
 
@@ -85,9 +85,9 @@ def test_a_finished_job_that_a_project_model_protects_is_never_purged(db_store):
 
 
 def test_with_a_cascading_project_relation_the_purge_uses_djangos_delete(db_store, monkeypatch):
-    from backwave_django.store import scheduling
+    from backwave_django.store import retention
 
-    monkeypatch.setattr(scheduling, "_cascading_relations", lambda: ["a project model with CASCADE"])
+    monkeypatch.setattr(retention, "_cascading_relations", lambda: ["a project model with CASCADE"])
     old = job_in_state(db_store, State.SUCCEEDED, now=T0)
     fresh = job_in_state(db_store, State.SUCCEEDED, now=T0 + 2 * DAY)
     assert db_store.purge([rule()], max_jobs=500) == 1

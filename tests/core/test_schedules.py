@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -10,10 +11,12 @@ from croniter import croniter
 
 from backwave_django.core.schedules import (
     MAX_RECORDED_SKIPS,
+    MAX_TICKS_PER_PASS,
     Cadence,
     Misfire,
     ScheduleState,
     Walkers,
+    _instant,
     cron_problem,
     plan,
     zone_problem,
@@ -47,6 +50,64 @@ def ticks(cadence: Cadence, after: datetime, count: int, zone: ZoneInfo = PARIS)
 def test_croniter_steps_and_ranges_mean_what_we_document(expression, expected):
     walker = croniter(expression, datetime(2026, 1, 1))
     assert [walker.get_next(datetime).strftime("%H:%M") for _ in expected] == expected
+
+
+def test_a_restricted_day_of_month_and_weekday_fire_on_either_even_when_one_starts_with_a_star():
+    # Vixie cron reads "*/10 ... 1" as "day 1, 11, 21 or 31 AND a Monday"; croniter 1.4.0 did too, for one
+    # release. We document (and croniter 7.0 does) the POSIX reading: either day.
+    walker = croniter("0 0 */10 * 1", datetime(2026, 1, 1))
+    fired = [walker.get_next(datetime).strftime("%m-%d %a") for _ in range(5)]
+    assert fired == ["01-05 Mon", "01-11 Sun", "01-12 Mon", "01-19 Mon", "01-21 Wed"]
+
+
+def croniter_ticks(expression: str, zone: ZoneInfo, after: datetime, until: datetime) -> list[datetime]:
+    """The ticks by croniter stepping tick after tick, with our rules for gaps and repeated hours."""
+    walker, found = croniter(expression, after.astimezone(zone).replace(tzinfo=None)), [after]
+    while found[-1] < until:
+        tick = _instant(walker.get_next(datetime), zone)
+        if tick > found[-1]:
+            found.append(tick)
+    return found[1:]
+
+
+def walked(expression: str, zone: ZoneInfo, after: datetime, until: datetime) -> list[datetime]:
+    cadence, walkers, found = Cadence(cron=expression, timezone=str(zone)), Walkers(), [after]
+    while found[-1] < until:
+        found.append(cadence.next_after(found[-1], walkers))
+    return found[1:]
+
+
+#: The four DST changes of 2026 in Paris and New York (UTC), and a span of days for a longer walk.
+DST_CHANGES = [
+    datetime(2026, 3, 8, 7, tzinfo=UTC),
+    datetime(2026, 3, 29, 1, tzinfo=UTC),
+    datetime(2026, 10, 25, 1, tzinfo=UTC),
+    datetime(2026, 11, 1, 6, tzinfo=UTC),
+]
+
+
+@pytest.mark.parametrize(
+    ("expression", "days"),
+    [
+        ("0 * * * *", 40),
+        ("*/15 * * * *", 10),
+        ("30 2 * * *", 40),
+        ("5,35 1-3 * * *", 40),
+        ("59 23 * * *", 40),
+        ("*/20 * * * * 30", 10),
+        ("* * * * *", 0),  # MAX_DAILY_TICKS a day: the most a day's ticks are kept for
+        ("*/30 * * * * *", 0),  # more: stepped by croniter
+        ("0 3 * * 1-5", 40),  # not every day alike: stepped by croniter
+    ],
+)
+@pytest.mark.parametrize("zone", [ZoneInfo("UTC"), PARIS, NEW_YORK])
+def test_walking_a_day_s_ticks_once_gives_every_tick_croniter_gives(expression, days, zone):
+    spans = [(change - timedelta(hours=3), change + timedelta(hours=3)) for change in DST_CHANGES]
+    spans.append(
+        (datetime(2026, 10, 10, tzinfo=UTC), datetime(2026, 10, 10, tzinfo=UTC) + timedelta(days=days))
+    )
+    for after, until in spans:
+        assert walked(expression, zone, after, until) == croniter_ticks(expression, zone, after, until)
 
 
 def test_six_fields_put_the_seconds_last():
@@ -233,6 +294,53 @@ def test_a_backlog_longer_than_a_pass_is_worked_off_and_coalesced_only_at_its_en
     decision = plan(cron_second, T0 + timedelta(hours=5), GRACE, limit=1000)
     assert (decision.ticks, decision.skipped_count) == ((), 1000)
     assert decision.new_cursor == T0 + timedelta(seconds=1000)
+
+
+def passes(schedule: ScheduleState, now: datetime, limit: int) -> tuple[list[datetime], int]:
+    """Pass after pass at ``now``, each from where the last left the cursor, until nothing is left: every
+    tick minted, and how many were skipped."""
+    minted: list[datetime] = []
+    skipped, walkers = 0, Walkers()
+    while (decision := plan(schedule, now, GRACE, limit, walkers)) is not None:
+        minted += decision.ticks
+        skipped += decision.skipped_count
+        schedule = replace(schedule, cursor=decision.new_cursor)
+    return minted, skipped
+
+
+def test_coalesce_mints_one_make_up_run_when_the_last_pass_of_a_long_backlog_holds_only_fresh_ticks():
+    # Every second, 10,030 s down: the first pass walks 10,000 ticks, the last 30, all of them fresh.
+    now = T0 + timedelta(seconds=10_030)
+    every_second = state(cadence=Cadence(every=timedelta(seconds=1)), misfire=Misfire.COALESCE)
+    minted, skipped = passes(every_second, now, MAX_TICKS_PER_PASS)
+    first_fresh = now - GRACE
+    assert minted == [first_fresh - timedelta(seconds=1)] + [
+        first_fresh + timedelta(seconds=n) for n in range(61)
+    ]
+    assert skipped == 10_030 - len(minted)
+
+
+@pytest.mark.parametrize("cadence", [Cadence(every=timedelta(seconds=1)), Cadence(cron="* * * * * *")])
+@pytest.mark.parametrize("outage", [1_000, 1_030, 1_059, 1_060, 1_061, 1_099, 1_100, 1_101, 1_250])
+def test_where_the_passes_of_a_backlog_stop_changes_nothing_and_coalesce_mints_one_make_up_run(
+    cadence, outage
+):
+    now = T0 + timedelta(seconds=outage)
+    schedule = state(cadence=cadence, misfire=Misfire.COALESCE)
+    in_passes = passes(schedule, now, limit=100)
+    assert in_passes == passes(schedule, now, limit=10_000)  # one pass
+    minted, skipped = in_passes
+    assert [t for t in minted if now - t > GRACE] == [now - GRACE - timedelta(seconds=1)]  # one make-up run
+    assert minted[1:] == [now - GRACE + timedelta(seconds=n) for n in range(61)]  # then every fresh tick
+    assert skipped == outage - len(minted)
+
+
+def test_skip_mints_the_fresh_ticks_of_a_long_backlog_wherever_its_passes_stop():
+    now = T0 + timedelta(seconds=1_030)
+    for cadence in (Cadence(every=timedelta(seconds=1)), Cadence(cron="* * * * * *")):
+        minted, skipped = passes(state(cadence=cadence), now, limit=100)
+        assert minted == [now - GRACE + timedelta(seconds=n) for n in range(61)]
+        assert skipped == 1_030 - 61
 
 
 def test_no_overlap_skips_every_tick_while_the_last_run_is_live_and_mints_at_most_one():

@@ -29,13 +29,13 @@ def ids(settings, value):
         ({"GROUPS": {"g": {"QUEUES": ["default"], "POOLSIZE": 3}}}, ["backwave.E004"]),
         ({"GROUPS": {"g": {"QUEUES": "default"}}}, ["backwave.E005"]),
         ({"GROUPS": {"g": {"QUEUES": []}}}, ["backwave.E005"]),
-        ({"GROUPS": {"g": {"QUEUES": ["a", "a"]}}}, ["backwave.E005"]),
-        ({"GROUPS": {"g": {"QUEUES": ["a b"]}}}, ["backwave.E005"]),
-        ({"GROUPS": {"g": {"QUEUES": [["a"]]}}}, ["backwave.E005"]),
+        ({"GROUPS": {"g": {"QUEUES": ["a", "a"]}}}, ["backwave.E051"]),
+        ({"GROUPS": {"g": {"QUEUES": ["a b"]}}}, ["backwave.E050"]),
+        ({"GROUPS": {"g": {"QUEUES": [["a"]]}}}, ["backwave.E050"]),
         ({"GROUPS": {"g": {"QUEUES": ["a"], "POLICY": "weighted"}}}, ["backwave.E005"]),
-        ({"GROUPS": {"g": {"QUEUES": {"a": 0}, "POLICY": "weighted"}}}, ["backwave.E005"]),
-        ({"GROUPS": {"g": {"QUEUES": {"a": 10_001}, "POLICY": "weighted"}}}, ["backwave.E005"]),
-        ({"GROUPS": {"g": {"QUEUES": {"q" * 129: 1}, "POLICY": "weighted"}}}, ["backwave.E005"]),
+        ({"GROUPS": {"g": {"QUEUES": {"a": 0}, "POLICY": "weighted"}}}, ["backwave.E052"]),
+        ({"GROUPS": {"g": {"QUEUES": {"a": 10_001}, "POLICY": "weighted"}}}, ["backwave.E052"]),
+        ({"GROUPS": {"g": {"QUEUES": {"q" * 129: 1}, "POLICY": "weighted"}}}, ["backwave.E050"]),
         ({"GROUPS": {"g": {"QUEUES": ["a"], "POLICY": "random"}}}, ["backwave.E006"]),
         ({"GROUPS": {"g": {"POOL_SIZE": 0}}}, ["backwave.E007"]),
         ({"GROUPS": {"g": {"POLL_INTERVAL": "1s"}}}, ["backwave.E008"]),
@@ -45,7 +45,7 @@ def ids(settings, value):
             ["backwave.E009"],
         ),
         ({"RETRY": [("MAX_ATTEMPTS", 3)]}, ["backwave.E010"]),
-        ({"RETRY": {"TRIES": 3}}, ["backwave.E010"]),
+        ({"RETRY": {"TRIES": 3}}, ["backwave.E053"]),
         ({"MAX_PAYLOAD_BYTES": -1}, ["backwave.E011"]),
         ({"DATABASE": "elsewhere"}, ["backwave.E012"]),
         ({"DATABASE": ["default"]}, ["backwave.E012"]),
@@ -91,7 +91,7 @@ def test_a_duration_hint_gives_both_forms_and_the_range(settings):
 def test_a_huge_value_is_shortened_in_the_message(settings):
     settings.BACKWAVE = {"MAX_PAYLOAD_BYTES": 10**5000, "GROUPS": {"g": {"QUEUES": ["q" * 10_000]}}}
     messages = check_settings()
-    assert {m.id for m in messages} == {"backwave.E005", "backwave.E011"}
+    assert {m.id for m in messages} == {"backwave.E050", "backwave.E011"}
     assert all(len(m.msg) < 300 for m in messages)
     assert any("<int of 16610 bits>" in m.msg for m in messages)
 
@@ -158,3 +158,18 @@ def test_autovacuum_is_checked_only_when_databases_are(db):
     assert check_autovacuum(databases=None) == []
     found = check_autovacuum(databases=["default"])
     assert all(m.id == "backwave.W002" for m in found)  # whatever this server's setting, never an error
+
+
+def test_each_problem_of_a_groups_queues_and_of_retry_has_a_check_id_of_its_own(settings):
+    groups = {
+        "shape": {"QUEUES": "default"},
+        "name": {"QUEUES": ["a b"]},
+        "twice": {"QUEUES": ["a", "a"]},
+        "weight": {"QUEUES": {"a": 0}, "POLICY": "weighted"},
+    }
+    settings.BACKWAVE = {"GROUPS": groups, "RETRY": [("MAX_ATTEMPTS", 3)]}
+    first = {m.id for m in check_settings()}
+    settings.BACKWAVE = {"RETRY": {"TRIES": 3}}
+    assert first | {m.id for m in check_settings()} == {
+        "backwave.E005", "backwave.E050", "backwave.E051", "backwave.E052", "backwave.E010", "backwave.E053",
+    }  # fmt: skip

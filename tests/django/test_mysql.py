@@ -124,7 +124,10 @@ def test_enqueue_and_outcome_batches_larger_than_a_statement_may_be_are_cut_to_f
     from ..conftest import LEASE, T0
 
     store, text = MySQLStore(), "'" * 65_000  # every character escaped: twice its size on the wire
-    jobs = [NewJob(wire_name="tests.noop", payload=f'"{text}"', due_at=T0) for _ in range(1000)]
+    jobs = [
+        NewJob(wire_name="tests.noop", payload=f'"{text}"', queue="default", due_at=T0, max_attempts=3)
+        for _ in range(1000)
+    ]
     created = store.enqueue(jobs, now=T0, max_payload_bytes=65_536)
     assert len({c.id for c in created}) == 1000
     claimed = store.claim(

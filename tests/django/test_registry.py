@@ -95,3 +95,26 @@ def test_unknown_wire_names_raise_a_lookup_error_naming_them():
 def test_bad_job_options_are_refused(kwargs, match):
     with pytest.raises(JobDefinitionError, match=match):
         job("tests.bad-options", **kwargs)
+
+
+def test_stored_arguments_are_checked_against_the_signature_even_with_an_unhashable_default():
+    @job("tests.tagged")
+    def tagged(name: str, tags: list = [], context: JobContext | None = None) -> None:  # noqa: B006
+        """A default no cache can hold as a key."""
+
+    try:
+        registration = registry.get("tests.tagged")
+        for _ in range(2):  # the second time from what the first learned, where it could be kept
+            assert registration.decode('{"name": "a"}') == {"name": "a"}
+            with pytest.raises(Exception, match="missing a required argument: 'name'"):
+                registration.decode('{"tags": []}')
+    finally:
+        registry.unregister("tests.tagged")
+
+
+def test_what_the_signature_check_learned_is_kept_per_set_of_names():
+    registration = registry.get("tests.add")
+    assert registration.decode('{"a": 1, "b": 2}') == {"a": 1, "b": 2}
+    assert registration.decode('{"a": 5, "b": 7}') == {"a": 5, "b": 7}
+    with pytest.raises(Exception, match="missing a required argument: 'b'"):
+        registration.decode('{"a": 1}')

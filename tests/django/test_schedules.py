@@ -163,6 +163,26 @@ def test_operators_pause_resume_and_run_a_schedule_now(settings):
     assert AuditRecord.objects.filter(actor="ops").count() == 3
 
 
+def test_run_now_is_an_operator_override_that_no_overlap_does_not_refuse(settings):
+    schedules(
+        settings,
+        report={"JOB": "tests.tick", "CRON": "0 * * * *", "QUEUE": "slow", "NO_OVERLAP": True},
+    )
+    runs = Job.objects.filter(schedule="report")
+    with TestPump() as pump:  # the wall clock: the operator functions stamp it
+        pause_queue("slow", actor="ops")
+        pump.advance(timedelta(hours=1))  # the next o'clock run is minted and waits, live
+        assert runs.count() == 1
+        assert trigger_schedule("report", actor="ops") == "triggered"  # minted although a run is live
+        assert runs.count() == 2
+        pump.advance(timedelta(hours=1))  # the next tick finds live runs (the run now among them): skipped
+        assert runs.count() == 2
+        resume_queue("slow", actor="ops")
+        pump.run_due()
+    assert len(ticks_run()) == 2
+    assert Schedule.objects.get(name="report").skipped_count == 1
+
+
 def test_a_schedule_removed_from_the_settings_stops(settings):
     schedules(settings, hourly={"JOB": "tests.tick", "CRON": "0 * * * *"})
     TestPump(start=T0)

@@ -43,9 +43,12 @@ HOSTILE: list[Any] = [
 
 TABLES = {"top": conf.TOP_LEVEL_KEYS, "group": conf.GROUP_KEYS, "retry": conf.RETRY_KEYS}
 KEYS = [(where, name) for where, table in TABLES.items() for name in table]
+QUEUE_IDS = {"backwave.E050", "backwave.E051", "backwave.E052"}
 #: The ids a key's hostile values may raise: its own, and for GROUPS those of the groups inside it.
 EXTRA_IDS = {
-    "GROUPS": {"backwave.E017", "backwave.E018", "backwave.E004", "backwave.E005"},
+    "GROUPS": {"backwave.E017", "backwave.E018", "backwave.E004", "backwave.E005", *QUEUE_IDS},
+    "QUEUES": QUEUE_IDS,  # a queue named wrongly or twice, a weight out of range
+    "RETRY": {"backwave.E053"},  # a dict of unknown keys
     # a schedule named like a dict entry: every problem of the schedule inside it
     "SCHEDULES": {f"backwave.E0{n}" for n in range(31, 42)},
     "RETENTION": {"backwave.E042", "backwave.E043", "backwave.E044"},

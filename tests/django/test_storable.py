@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from backwave_django.codec import MAX_DEPTH, MAX_INT_DIGITS, PayloadError, decode, encode
 from backwave_django.core.text import MAX_DETAIL_BYTES, clean
 from backwave_django.models import Job
+from backwave_django.store.contract import PayloadTooLarge
 
 from .. import jobs
-from .test_codec import any_text, canonical, values
+from .test_codec import any_text, canonical, should_be_refused, values
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 # Every example writes a row inside the test's one transaction, which the db fixture rolls back at the end.
@@ -42,6 +43,31 @@ def test_any_payload_encode_returns_is_stored_and_read_back_identically(db, valu
     payload = stored(payload=text).payload
     assert payload == text
     assert canonical(decode(payload)["value"]) == canonical(value)
+
+
+@STORED
+@given(value=values)
+def test_any_value_given_to_enqueue_is_stored_and_read_back_equal_or_refused_naming_it_and_nothing_written(
+    db, value
+):
+    """Through ``JobFunction.enqueue`` itself, on the real database: a value the codec refuses raises
+    PayloadError naming the argument and the job, and writes nothing; any other value is stored and read
+    back equal (and of the same types, all the way down)."""
+    before = Job.objects.count()
+    try:
+        job = jobs.add.enqueue(a=value, b=1)
+    except PayloadError as error:
+        assert should_be_refused(value)
+        assert str(error).startswith("cannot enqueue 'tests.add': argument 'a'")
+        assert Job.objects.count() == before
+        return
+    except PayloadTooLarge:  # the whole payload past MAX_PAYLOAD_BYTES: refused before it is written too
+        assert Job.objects.count() == before
+        return
+    assert not should_be_refused(value)
+    assert Job.objects.count() == before + 1
+    back = decode(Job.objects.get(id=job.id).payload)
+    assert canonical(back) == canonical({"a": value, "b": 1})
 
 
 EDGES = [

@@ -1,6 +1,9 @@
 from datetime import timedelta
 
+import pytest
+
 from backwave_django.models import Job, Outcome
+from backwave_django.signals import attempt_finished, attempt_started
 from backwave_django.testing import TestPump
 
 from .. import jobs
@@ -75,3 +78,57 @@ def test_a_weighted_policy_shares_the_pool_six_three_one_on_the_real_store(db):
         prefix = order[:done]
         for queue, weight in (("a", 6), ("b", 3), ("c", 1)):
             assert abs(prefix.count(queue) - done * weight / 10) <= 10, (done, queue)
+
+
+@pytest.fixture
+def attempt_signals():
+    """Every attempt signal sent, in order, as (signal, job, attempt)."""
+    seen: list[tuple[str, int, int]] = []
+
+    def started(sender, context, **kwargs):
+        seen.append(("started", context.job_id, context.attempt))
+
+    def finished(sender, context, **kwargs):
+        seen.append(("finished", context.job_id, context.attempt))
+
+    attempt_started.connect(started)
+    attempt_finished.connect(finished)
+    yield seen
+    attempt_started.disconnect(started)
+    attempt_finished.disconnect(finished)
+
+
+def test_the_test_pump_sends_both_attempt_signals_around_every_handler_call(db, attempt_signals):
+    job = jobs.fail_until.enqueue(succeed_on=2)
+    with TestPump() as pump:
+        assert [e.outcome for e in pump.advance(timedelta(minutes=1))] == ["failed", "succeeded"]
+    assert attempt_signals == [
+        ("started", job.id, 1),
+        ("finished", job.id, 1),
+        ("started", job.id, 2),
+        ("finished", job.id, 2),
+    ]
+
+
+def test_a_start_receiver_that_raises_fails_the_attempt_as_in_a_worker(db, attempt_signals):
+    def refuse(sender, context, **kwargs):
+        raise RuntimeError("not today")
+
+    attempt_started.connect(refuse)
+    try:
+        job = jobs.add.using(max_attempts=1).enqueue(a=1, b=2)
+        with TestPump() as pump:
+            (ran,) = pump.run_due()
+    finally:
+        attempt_started.disconnect(refuse)
+    assert (ran.outcome, str(ran.error)) == ("failed", "not today")
+    assert attempt_signals == [("started", job.id, 1), ("finished", job.id, 1)]
+    assert "RuntimeError: not today" in Job.objects.get(id=job.id).terminal_cause
+
+
+def test_the_test_pump_fails_a_sync_handler_that_returns_a_coroutine(db):
+    job = jobs.returns_an_awaitable.enqueue(kind="coroutine")
+    with TestPump() as pump:
+        [execution] = pump.run_due()
+    assert execution.outcome == "failed"
+    assert "returned a coroutine" in Job.objects.get(id=job.id).terminal_cause

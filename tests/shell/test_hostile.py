@@ -78,6 +78,20 @@ def test_a_handler_raising_a_base_exception_fails_its_attempt_and_the_worker_goe
     assert Job.objects.get(id=job.id).terminal_cause == cause
 
 
+@pytest.mark.parametrize(("kind", "what"), [("coroutine", "a coroutine"), ("awaitable", "an awaitable")])
+def test_a_sync_handler_returning_an_awaitable_fails_its_attempt_and_the_coroutine_is_closed(
+    settings, kind, what
+):
+    """Nothing awaits a synchronous handler's result: its work never ran, so it did not succeed. The coroutine
+    is closed (no "never awaited" warning, which the suite turns into an error)."""
+    with running(settings, {"g": group()}):
+        job = jobs.returns_an_awaitable.enqueue(kind=kind)
+        wait_until(lambda: Job.objects.get(id=job.id).state == "dead_lettered")
+    cause = Job.objects.get(id=job.id).terminal_cause
+    assert cause.startswith(f"HandlerReturnedAwaitable: tests.jobs.returns_an_awaitable returned {what}")
+    assert "was it meant to be async?" in cause
+
+
 def test_a_transient_fault_on_an_outcome_write_keeps_the_outcome_and_writes_it_again(settings, monkeypatch):
     """A success must never be charged an Attempt because its report met a transient error."""
     store_class = type(get_store())
@@ -121,19 +135,29 @@ def test_a_handler_past_its_timeout_fails_its_attempt_is_cut_off_and_its_thread_
     assert not Group.objects.filter(name__startswith="late-").exists()
 
 
-def test_a_transaction_a_handler_holds_past_its_timeout_is_ended_by_the_server_and_never_commits(
-    settings, row_locks
-):
-    """The write is already sent when the handler is given up on, so the guard cannot refuse it: the store
-    cuts the session off on the server (PostgreSQL terminates it, MariaDB kills it), which rolls it back.
-    (On SQLite the open transaction keeps the database's write lock until the process ends.)"""
-    with running(settings, {"g": group(QUEUES=["slow"], POOL_SIZE=1)}):
+def test_a_transaction_a_handler_holds_past_its_timeout_is_cut_off_in_time_and_never_commits(settings):
+    """The write is already sent when the handler is given up on, so the guard cannot refuse it. The store
+    cuts the session off: PostgreSQL terminates it and MariaDB kills it, which rolls it back on the server;
+    on SQLite the Pump rolls the handler's transaction back on its connection and makes the connection
+    refuse everything but a rollback, which gives back the database's write lock at once. Its job is
+    dead-lettered at the deadline plus the grace (not when the handler wakes), health says a thread was
+    abandoned meanwhile, and neither the row nor the ``on_commit`` callback ever happens."""
+    jobs.on_commit_ran.clear()
+    with running(settings, {"g": group(QUEUES=["slow", "default"], POOL_SIZE=1)}) as node:
         held = jobs.holds_a_transaction.using(timeout=0.3).enqueue(seconds=4, marker="uncommitted")
+        wait_until(lambda: Lease.objects.filter(job_id=held.id).exists())
         started = time.monotonic()
         wait_until(lambda: Job.objects.get(id=held.id).state == "dead_lettered", timeout=10)
+        assert time.monotonic() - started < 3.3  # 0.3 s, the grace (2 s), a write: not the handler's 4 s
         assert Job.objects.get(id=held.id).terminal_cause == "timed out after 0.3 s"
+        assert not Lease.objects.exists()
+        wait_until(lambda: node.health()[0].state == GroupHealth.DEGRADED, timeout=1)
         time.sleep(max(0.0, 4.5 - (time.monotonic() - started)))  # the handler has woken and left atomic()
+        wait_until(lambda: node.health()[0].state == GroupHealth.RUNNING)
+        after = jobs.noop.enqueue()  # the database is not locked: the group goes on serving
+        wait_until(lambda: Job.objects.get(id=after.id).state == "succeeded")
     assert not Group.objects.filter(name__startswith="uncommitted-").exists()
+    assert jobs.on_commit_ran == []
 
 
 def test_shutdown_cuts_off_a_handler_that_ignores_it_before_giving_its_job_back(settings):
@@ -148,6 +172,24 @@ def test_shutdown_cuts_off_a_handler_that_ignores_it_before_giving_its_job_back(
     assert list(Outcome.objects.filter(job=job).values_list("kind", flat=True)) == ["released"]
     time.sleep(max(0.0, 4.5 - stopped_in))  # the handler has woken and tried to write
     assert not Group.objects.filter(name__startswith="after-release-").exists()
+
+
+def test_shutdown_cuts_off_a_handler_holding_a_transaction_in_time_and_nothing_of_it_commits(settings):
+    """On SQLite its open transaction holds the write lock the Pump's own writes wait for (its heartbeats, the
+    release): the cut-off comes at the end of the stop window all the same, and rolls it back."""
+    jobs.on_commit_ran.clear()
+    with running(settings, {"g": group(QUEUES=["slow"], HEARTBEAT_INTERVAL=0.2)}, grace=0.5):
+        job = jobs.holds_a_transaction.enqueue(seconds=6, marker="shut-down")
+        wait_until(lambda: Lease.objects.count() == 1)
+        started = time.monotonic()
+    stopped_in = time.monotonic() - started
+    assert stopped_in < 4  # the grace (0.5 s), the stop window (2 s), a write: not the handler's 6 s
+    job.refresh_from_db()
+    assert (job.state, job.attempt) == ("scheduled", 0)
+    assert list(Outcome.objects.filter(job=job).values_list("kind", flat=True)) == ["released"]
+    time.sleep(max(0.0, 6.5 - stopped_in))  # the handler has woken and left atomic()
+    assert not Group.objects.filter(name__startswith="shut-down-").exists()
+    assert jobs.on_commit_ran == []
 
 
 @pytest.mark.parametrize(

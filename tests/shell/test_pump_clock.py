@@ -86,7 +86,10 @@ def settle(pump: Pump) -> int:
 def enqueue(
     memory: MemoryStore, count: int, *, at: datetime = T0, wire_name: str = "tests.noop"
 ) -> list[int]:
-    news = [NewJob(wire_name=wire_name, payload="{}", due_at=at, max_attempts=3) for _ in range(count)]
+    news = [
+        NewJob(wire_name=wire_name, payload="{}", queue="default", due_at=at, max_attempts=3)
+        for _ in range(count)
+    ]
     return [job.id for job in memory.enqueue(news, now=at, max_payload_bytes=65536)]
 
 

@@ -22,7 +22,7 @@ def observed_store() -> tuple[MemoryStore, list[JobChange]]:
 
 
 def enqueue(store: MemoryStore, max_attempts: int = 3) -> int:
-    new = NewJob(wire_name="w", payload="{}", due_at=T0, max_attempts=max_attempts)
+    new = NewJob(wire_name="w", payload="{}", queue="default", due_at=T0, max_attempts=max_attempts)
     return store.enqueue([new], now=T0, max_payload_bytes=1000)[0].id
 
 

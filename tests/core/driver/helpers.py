@@ -223,8 +223,16 @@ def claim(n: int, queues: tuple[str, ...] = Q) -> cmd.ClaimBatch:
     return cmd.ClaimBatch(queues=queues, max_jobs=n, lease_duration=LEASE)
 
 
-def execute(*jobs: int | ClaimedJob) -> list[cmd.Command]:
-    return [cmd.ExecuteJob(job=as_job(j)) for j in jobs]
+def execute(
+    *jobs: int | ClaimedJob, cut_off: float | Sequence[float | None] | None = None
+) -> list[cmd.Command]:
+    """ExecuteJob for each job; ``cut_off`` is the second each is given up at if it still runs (its time limit
+    plus the grace): one for every job, or one per job."""
+    cuts = list(cut_off) if isinstance(cut_off, Sequence) else [cut_off] * len(jobs)
+    return [
+        cmd.ExecuteJob(job=as_job(j), cut_off_at=None if c is None else at(c))
+        for j, c in zip(jobs, cuts, strict=True)
+    ]
 
 
 def outcome(

@@ -213,7 +213,7 @@ def test_a_halt_is_the_last_command_even_when_a_deadline_fired_in_the_same_step(
         driver(timeout=secs(10)),
         [
             (poll(), [claim(3)]),
-            (claimed(1), [*execute(1), wake(10)]),
+            (claimed(1), [*execute(1, cut_off=12), wake(10)]),  # 10 s and the grace
             (fatal(FATAL, s=10), [*signal(1), *HALTED]),  # no WakeAt for the timeout's grace
         ],
     )

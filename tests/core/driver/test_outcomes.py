@@ -126,7 +126,7 @@ def test_a_handler_asked_to_stop_ends_by_why_it_was_asked(why, ending, expected)
         driver(timeout=secs(10)),
         [
             (poll(), [claim(3)]),
-            (claimed(1), [*execute(1), wake(10)]),
+            (claimed(1), [*execute(1, cut_off=10 + TIMEOUT_GRACE.total_seconds()), wake(10)]),
             ASKED_TO_STOP[why],
             (ending, [report(expected)]),
         ],
@@ -139,7 +139,7 @@ def test_a_failure_nobody_asked_for_keeps_the_handler_message():
         node,
         [
             (poll(), [claim(3)]),
-            (claimed(1), [*execute(1), wake(10)]),
+            (claimed(1), [*execute(1, cut_off=10 + TIMEOUT_GRACE.total_seconds()), wake(10)]),
             (raised(1, "KeyError: 'user'", s=9), [report(failed(1, "KeyError: 'user'"))]),
             (timer(10), []),  # the timeout of an Attempt that ended is skipped
         ],

@@ -192,11 +192,19 @@ AFTER_THE_GRACE = [
         [*RUNNING_1_2, (shutdown(grace=-5, s=5), [*signal(1, 2), wake(5 + WINDOW)])],
     ),
     scenario(
-        "the grace fires on whatever event passes it",
+        "the grace fires on whatever event passes it, and the stop window counts from the grace's end",
         [
             *RUNNING_1_2,
             (shutdown(grace=30), [wake(30)]),
-            (beat_due(s=31), [*signal(1, 2), RUNNING, heartbeat(1, 2), wake(31 + WINDOW)]),
+            (beat_due(s=31), [*signal(1, 2), RUNNING, heartbeat(1, 2), wake(30 + WINDOW)]),
+        ],
+    ),
+    scenario(
+        "a loop held up past the grace and the stop window cuts its handlers off as soon as it goes on",
+        [
+            *RUNNING_1_2,
+            (shutdown(grace=1), [wake(1)]),
+            (timer(10), [*signal(1, 2), *abandon(1, 2), report(released(1), released(2)), wake(10 + FINAL)]),
         ],
     ),
 ]

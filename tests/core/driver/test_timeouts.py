@@ -52,17 +52,23 @@ DEADLINES = [
     ),
     scenario(
         "a claimed job gets the group's timeout, and the Shell is asked to wake the Driver at it",
-        [(poll(), [claim(3)]), (claimed(1, s=1), [*execute(1), wake(11)])],
+        [(poll(), [claim(3)]), (claimed(1, s=1), [*execute(1, cut_off=11 + GRACE), wake(11)])],
         timeout=secs(10),
     ),
     scenario(
         "a job's own timeout overrides the group's",
-        [(poll(), [claim(3)]), (claimed(job(1, timeout=3), s=1), [*execute(job(1, timeout=3)), wake(4)])],
+        [
+            (poll(), [claim(3)]),
+            (claimed(job(1, timeout=3), s=1), [*execute(job(1, timeout=3), cut_off=4 + GRACE), wake(4)]),
+        ],
         timeout=secs(10),
     ),
     scenario(
         "a job's own timeout applies where the group has none",
-        [(poll(), [claim(3)]), (claimed(job(1, timeout=3)), [*execute(job(1, timeout=3)), wake(3)])],
+        [
+            (poll(), [claim(3)]),
+            (claimed(job(1, timeout=3)), [*execute(job(1, timeout=3), cut_off=3 + GRACE), wake(3)]),
+        ],
     ),
     scenario(
         "each job of a claim gets its own deadline, and the wake-up is for the earliest",
@@ -70,7 +76,7 @@ DEADLINES = [
             (poll(), [claim(3)]),
             (
                 claimed(1, job(2, timeout=4), job(3, timeout=20)),
-                [*execute(1, job(2, timeout=4), job(3, timeout=20)), REPOLL, wake(4)],
+                [*execute(1, job(2, timeout=4), job(3, timeout=20), cut_off=[12, 6, 22]), REPOLL, wake(4)],
             ),
         ],
         timeout=secs(10),
@@ -79,9 +85,9 @@ DEADLINES = [
         "a later deadline asks for no new wake-up",
         [
             (poll(), [claim(3)]),
-            (claimed(1), [*execute(1), wake(10)]),
+            (claimed(1), [*execute(1, cut_off=10 + GRACE), wake(10)]),
             (poll(s=1), [claim(3)]),
-            (claimed(2, s=2), execute(2)),
+            (claimed(2, s=2), execute(2, cut_off=12 + GRACE)),
         ],
         timeout=secs(10),
     ),
@@ -89,9 +95,9 @@ DEADLINES = [
         "an earlier deadline asks for an earlier wake-up",
         [
             (poll(), [claim(3)]),
-            (claimed(1), [*execute(1), wake(10)]),
+            (claimed(1), [*execute(1, cut_off=10 + GRACE), wake(10)]),
             (poll(s=1), [claim(3)]),
-            (claimed(job(2, timeout=1), s=2), [*execute(job(2, timeout=1)), wake(3)]),
+            (claimed(job(2, timeout=1), s=2), [*execute(job(2, timeout=1), cut_off=3 + GRACE), wake(3)]),
             (timer(3), [*signal(2), wake(3 + GRACE)]),
         ],
         timeout=secs(10),
@@ -106,7 +112,8 @@ def test_a_claimed_job_gets_a_timeout_deadline(dials, script):
 
 #: The tables below run with the group's timeout at 10 s, unless a scenario sets another.
 TEN_SECONDS = {"timeout": secs(10)}
-RUNNING_1 = [(poll(), [claim(3)]), (claimed(1), [*execute(1), wake(10)])]
+TIMED_OUT = report(timed_out(1, "10"))
+RUNNING_1 = [(poll(), [claim(3)]), (claimed(1), [*execute(1, cut_off=10 + GRACE), wake(10)])]
 
 AT_THE_TIMEOUT = [
     scenario(
@@ -135,7 +142,7 @@ AT_THE_TIMEOUT = [
         "a fractional timeout is written as it was set",
         [
             (poll(), [claim(3)]),
-            (claimed(job(1, timeout=2.5)), [*execute(job(1, timeout=2.5)), wake(2.5)]),
+            (claimed(job(1, timeout=2.5)), [*execute(job(1, timeout=2.5), cut_off=2.5 + GRACE), wake(2.5)]),
             (timer(2.5), [*signal(1), wake(2.5 + GRACE)]),
             (raised(1, s=3), [report(timed_out(1, "2.5"))]),
         ],
@@ -155,7 +162,7 @@ AT_THE_TIMEOUT = [
             (succeeded(1, s=1), [report(ok(1))]),
             (reported(applied=[1], s=1), [REPOLL]),
             (poll(s=5), [claim(3)]),
-            (claimed(job(1, attempt=2), s=5), execute(job(1, attempt=2))),
+            (claimed(job(1, attempt=2), s=5), execute(job(1, attempt=2), cut_off=15 + GRACE)),
             (timer(10), [wake(15)]),
             (timer(15), [*signal(1), wake(15 + GRACE)]),
         ],
@@ -164,7 +171,10 @@ AT_THE_TIMEOUT = [
         "a cut-off handler's failure joins the buffer while others still run",
         [
             (poll(), [claim(3)]),
-            (claimed(1, job(2, timeout=100)), [*execute(1, job(2, timeout=100)), wake(10)]),
+            (
+                claimed(1, job(2, timeout=100)),
+                [*execute(1, job(2, timeout=100), cut_off=[12, 102]), wake(10)],
+            ),
             (timer(10), [*signal(1), wake(10 + GRACE)]),
             (timer(10 + GRACE), [*abandon(1), wake(100)]),
             (succeeded(2, s=20), [report(timed_out(1, "10"), ok(2))]),
@@ -177,7 +187,11 @@ AT_THE_TIMEOUT = [
             (poll(), [claim(3)]),
             (
                 claimed(1, job(2, timeout=100), job(3, timeout=100)),
-                [*execute(1, job(2, timeout=100), job(3, timeout=100)), REPOLL, wake(10)],
+                [
+                    *execute(1, job(2, timeout=100), job(3, timeout=100), cut_off=[12, 102, 102]),
+                    REPOLL,
+                    wake(10),
+                ],
             ),
             (raised(2, s=1), []),
             (timer(10), [*signal(1), wake(10 + GRACE)]),
@@ -240,22 +254,32 @@ DUE_ON_ANY_EVENT = [
     ),
     scenario(
         "a deadline fires on a heartbeat that passes it",
-        [*RUNNING_1, (beat_due(s=30), [*signal(1), RUNNING, heartbeat(1), wake(32)])],
+        [*RUNNING_1, (beat_due(s=11), [*signal(1), RUNNING, heartbeat(1), wake(10 + GRACE)])],
     ),
     scenario(
         "a deadline does not fire before its time",
         [*RUNNING_1, (poll(s=9.999), [claim(3)]), (timer(9.999), [])],
     ),
     scenario(
-        "deadlines passed together fire earliest first, each grace counted from when it fired",
+        "a time limit noticed late (the loop was held up) keeps only what is left of its grace",
+        [
+            *RUNNING_1,
+            (timer(11), [*signal(1), wake(10 + GRACE)]),
+            (timer(10 + GRACE), [*abandon(1), TIMED_OUT]),
+        ],
+    ),
+    scenario(
+        "deadlines passed together fire earliest first, and a grace that ran out meanwhile ends them at once",
         [
             (poll(), [claim(3)]),
             (
                 claimed(job(1, timeout=5), job(2, timeout=3)),
-                [*execute(job(1, timeout=5), job(2, timeout=3)), wake(3)],
+                [*execute(job(1, timeout=5), job(2, timeout=3), cut_off=[7, 5]), wake(3)],
             ),
-            (timer(20), [*signal(2, 1), wake(20 + GRACE)]),
-            (timer(20 + GRACE), [*abandon(2), *abandon(1), report(timed_out(2, "3"), timed_out(1, "5"))]),
+            (
+                timer(20),
+                [*signal(2, 1), *abandon(2), *abandon(1), report(timed_out(2, "3"), timed_out(1, "5"))],
+            ),
         ],
         max_outcome_batch=10,
     ),

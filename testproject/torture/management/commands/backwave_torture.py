@@ -22,6 +22,7 @@ from django.utils import timezone
 from backwave_django import set_concurrency_limit
 from backwave_django.core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES
 from backwave_django.models import Job, Lease, Outcome, PumpStatus
+from backwave_django.store.contract import MAX_HEALTH_DETAIL_BYTES
 from torture import jobs
 from torture.models import Execution
 
@@ -355,18 +356,35 @@ class Command(BaseCommand):
         names = ("lost", "double", "unexplained", "halted", "leased", "charged", "text")
         return {**{name: failures[name] for name in names}, "wrong": wrong}
 
-    def unbounded_texts(self, ids: list[int]) -> list[int]:
-        """Stored text must be storable and within its bound: causes and messages, and tracebacks."""
-        bad = []
+    def unbounded_texts(self, ids: list[int]) -> list[tuple[str, int | str]]:
+        """Stored text must be storable by every database and within its bound: each job's terminal cause,
+        each outcome's message and traceback, and the torture Pumps' health details."""
+        bad: list[tuple[str, int | str]] = []
         for job_id, cause in Job.objects.filter(id__in=ids).values_list("id", "terminal_cause"):
-            if "\x00" in cause or len(cause.encode()) > MAX_MESSAGE_BYTES:
-                bad.append(job_id)
-        for job_id, message, detail in Outcome.objects.filter(job_id__in=ids).values_list(
-            "job_id", "message", "detail"
-        ):
-            if len(message.encode()) > MAX_MESSAGE_BYTES or len(detail.encode()) > MAX_DETAIL_BYTES:
-                bad.append(job_id)
+            if not storable(cause, MAX_MESSAGE_BYTES):
+                bad.append(("terminal_cause", job_id))
+        outcomes = Outcome.objects.filter(job_id__in=ids).values_list("job_id", "message", "detail")
+        for job_id, message, detail in outcomes:
+            if not storable(message, MAX_MESSAGE_BYTES):
+                bad.append(("message", job_id))
+            if not storable(detail, MAX_DETAIL_BYTES):
+                bad.append(("detail", job_id))
+        for worker, detail in PumpStatus.objects.filter(group="torture").values_list("worker_id", "detail"):
+            if not storable(detail, MAX_HEALTH_DETAIL_BYTES):
+                bad.append(("pump detail", worker))
         return bad
+
+
+def storable(text: str, max_bytes: int) -> bool:
+    """No NUL (PostgreSQL refuses it, MariaDB and SQLite keep it), no lone surrogate (no UTF-8 encoder takes
+    one), and at most ``max_bytes`` bytes of UTF-8."""
+    if "\x00" in text:
+        return False
+    try:
+        encoded = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return len(encoded) <= max_bytes
 
 
 class LimitSampler(threading.Thread):
