@@ -1,3 +1,4 @@
+import django
 from django.apps import AppConfig
 from django.utils.module_loading import autodiscover_modules
 
@@ -12,3 +13,18 @@ class BackwaveConfig(AppConfig):
         from . import checks  # noqa: F401  (registers the system checks)
 
         autodiscover_modules("jobs")  # each installed app's jobs.py: registering is just defining
+        if uses_tasks_backend() and django.VERSION >= (6, 0):
+            autodiscover_modules("tasks")  # and Django's convention for @task functions, ours to run
+
+
+def uses_tasks_backend() -> bool:
+    """Whether ``settings.TASKS`` names backwave's backend (Django 6's Tasks framework)."""
+    from django.conf import settings
+
+    backends = getattr(settings, "TASKS", None)
+    if not isinstance(backends, dict):
+        return False
+    return any(
+        isinstance(params, dict) and params.get("BACKEND") == "backwave_django.tasks.BackwaveBackend"
+        for params in backends.values()
+    )

@@ -50,6 +50,26 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     return found
 
 
+@checks.register("backwave")
+def check_tasks_backend(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Django's own checks run each backend's ``check()`` (``backwave_django.tasks.checks``); before Django 6
+    there is no Tasks framework to run them, so say why the setting does nothing."""
+    import django
+
+    from .apps import uses_tasks_backend
+
+    if django.VERSION >= (6, 0) or not uses_tasks_backend():
+        return []
+    return [
+        checks.Error(
+            f"settings.TASKS names backwave_django.tasks.BackwaveBackend, but Django {django.get_version()} "
+            "has no Tasks framework (django.tasks came in Django 6.0).",
+            hint="Upgrade to Django 6, or enqueue with backwave's own @job functions (job.enqueue()).",
+            id="backwave.E076",
+        )
+    ]
+
+
 @checks.register("backwave", checks.Tags.database)
 def check_autovacuum(
     app_configs: Any = None, databases: Any = None, **kwargs: Any

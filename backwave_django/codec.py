@@ -82,6 +82,15 @@ def encode(arguments: Mapping[str, Any]) -> str:
     return json.dumps(encoded, separators=(",", ":"), ensure_ascii=False)
 
 
+def encode_value(value: Any, what: str = "the return value") -> str:
+    """JSON text for one value (a handler's return value), by the same rules as the arguments. Raises
+    PayloadError naming ``what`` and where inside it the problem is."""
+    try:
+        return json.dumps(_encode(value, 0), separators=(",", ":"), ensure_ascii=False)
+    except _Refused as exc:
+        raise PayloadError(_path(what, exc.steps[::-1]) + f" {exc.problem}") from None
+
+
 def _encode(value: Any, depth: int) -> Any:
     if isinstance(value, str):
         return value if value.isascii() else _storable_text(value, "is a string that")
@@ -228,6 +237,16 @@ def decode(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise PayloadDecodeError(f"payload is {_json_kind(value)}, not an object of arguments")
     return value
+
+
+def decode_value(text: str) -> Any:
+    """The value stored in ``text`` by :func:`encode_value`. Raises PayloadDecodeError."""
+    try:
+        return _DECODER.decode(text)
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise PayloadDecodeError(_why_unreadable(text, exc)) from None
 
 
 def _decode_hook(obj: dict[str, Any]) -> Any:

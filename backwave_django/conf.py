@@ -167,6 +167,12 @@ TOP_LEVEL_KEYS: dict[str, Key] = {
         check="backwave.E011",
         why="A payload is JSON stored in one row and read into memory whole.",
     ),
+    "MAX_OUTPUT_BYTES": Key(
+        kind=Count(low=1, high=16 * MiB),
+        default=65536,
+        check="backwave.E070",
+        why="A return value is JSON stored with its job and read into memory whole.",
+    ),
     "DATABASE": Key(kind=Shape("a database alias in DATABASES"), default="default", check="backwave.E012"),
     "HINTS": Key(kind=Flag(), default=True, check="backwave.E013"),
     "MANIFEST_PATH": Key(kind=OptionalPath(), default=None, check="backwave.E015"),
@@ -227,6 +233,7 @@ class Settings:
     groups: dict[str, GroupSettings]
     retry: RetryPolicy
     max_payload_bytes: int
+    max_output_bytes: int
     database: str
     hints: bool
     manifest_path: Path | None
@@ -397,6 +404,7 @@ def _settings(raw: dict[str, Any]) -> Settings:
         groups={name: _group(name, group) for name, group in values["GROUPS"].items()},
         retry=_retry_policy(values["RETRY"]),
         max_payload_bytes=values["MAX_PAYLOAD_BYTES"],
+        max_output_bytes=values["MAX_OUTPUT_BYTES"],
         database=values["DATABASE"],
         hints=values["HINTS"],
         manifest_path=values["MANIFEST_PATH"],

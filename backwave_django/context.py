@@ -26,14 +26,18 @@ class AttemptScope:
     def __init__(self) -> None:
         self._stack = ExitStack()
         self._resources: dict[Callable[[], Any], Any] = {}
+        self.used = False  #: something was registered: closing it is more than a no-op
 
     def callback(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+        self.used = True
         self._stack.callback(fn, *args, **kwargs)
 
     def enter_context(self, manager: AbstractContextManager[T]) -> T:
+        self.used = True
         return self._stack.enter_context(manager)
 
     def resource(self, factory: Callable[[], T]) -> T:
+        self.used = True
         if factory not in self._resources:
             value = factory()
             if isinstance(value, AbstractContextManager):
@@ -57,7 +61,9 @@ class JobContext:
 
     __slots__ = (
         "_cancelled",
+        "_given_up",
         "attempt",
+        "enqueued_at",
         "job_id",
         "max_attempts",
         "queue",
@@ -78,6 +84,7 @@ class JobContext:
         worker_id: str = "",
         cancelled: threading.Event | None = None,
         scheduled_for: datetime | None = None,
+        enqueued_at: datetime | None = None,
     ) -> None:
         self.job_id = job_id
         self.attempt = attempt
@@ -86,8 +93,10 @@ class JobContext:
         self.max_attempts = max_attempts
         self.worker_id = worker_id
         self.scheduled_for = scheduled_for  # the tick a schedule minted this job for, else None
+        self.enqueued_at = enqueued_at  # when the job was enqueued
         self.scope = AttemptScope()
         self._cancelled = cancelled or threading.Event()
+        self._given_up = False
 
     @property
     def cancelled(self) -> bool:
@@ -101,6 +110,16 @@ class JobContext:
     def raise_if_cancelled(self) -> None:
         if self._cancelled.is_set():
             raise JobCancelled(f"job {self.job_id} was asked to stop")
+
+    @property
+    def given_up(self) -> bool:
+        """True once the Pump has given this Attempt up (past its time limit, its lease lost, the shutdown):
+        whatever the handler does from then on is not its outcome."""
+        return self._given_up
+
+    def _give_up(self) -> None:
+        self._given_up = True
+        self._cancelled.set()
 
     @property
     def is_last_attempt(self) -> bool:

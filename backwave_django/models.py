@@ -15,7 +15,7 @@ from django.db.models import Q
 from .core.health import Health
 from .core.records import AuditAction, OutcomeKind
 from .core.schedules import Misfire
-from .core.states import State
+from .core.states import LIVE_STATES, State
 from .core.transitions import CLAIMABLE
 
 
@@ -29,11 +29,13 @@ def _choices(name: str, values: type[enum.StrEnum], labels: dict[str, str] | Non
 class JobQuerySet(models.QuerySet["Job"]):
     def claimable(self, queues: list[str], now: object) -> JobQuerySet:
         """Scheduled jobs in ``queues`` that are due at ``now``, in claim order."""
-        return self.filter(state=CLAIMABLE, queue__in=queues, due_at__lte=now).order_by("due_at", "id")
+        return self.filter(state=CLAIMABLE, queue__in=queues, due_at__lte=now).order_by(
+            "-priority", "due_at", "id"
+        )
 
     def live(self) -> JobQuerySet:
         """Jobs that have not reached a terminal state."""
-        return self.filter(state__in=[State.SCHEDULED, State.AWAITING_PARENT, State.LEASED])
+        return self.filter(state__in=LIVE_STATES)
 
 
 class Job(models.Model):
@@ -62,8 +64,10 @@ class Job(models.Model):
         max_length=128, null=True, blank=True, help_text="The schedule that minted it, if one did."
     )
     scheduled_for = models.DateTimeField(null=True, blank=True, help_text="The tick it was minted for.")
+    # The columns added after the first release have database defaults too, so that rows written by raw SQL
+    # (another service, an older deploy's statements) get them.
     priority = models.SmallIntegerField(
-        default=0, help_text="Claim order within its queue: higher first, from -100 to 100."
+        default=0, db_default=0, help_text="Claim order within its queue: higher first, from -100 to 100."
     )
     unique_key = models.CharField(
         max_length=255,
@@ -71,14 +75,25 @@ class Job(models.Model):
         blank=True,
         help_text="At most one unfinished job per wire name holds a key; empty: no key.",
     )
-    output = models.TextField(
-        null=True, blank=True, help_text="What the handler returned, as JSON (succeeded jobs only)."
+    output_json = models.TextField(
+        "output",
+        db_column="output",
+        null=True,
+        blank=True,
+        help_text="What the handler returned, as JSON (succeeded jobs only); Job.output decodes it.",
     )
     trace_context = models.TextField(
-        blank=True, default="", help_text="The trace context it was enqueued in (W3C headers, as JSON)."
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The trace context it was enqueued in (W3C headers, as JSON).",
     )
 
     objects = JobQuerySet.as_manager()
+
+    #: Not a column: True on the job ``enqueue()`` returned when its unique key was held already (the job
+    #: returned is the holder, and nothing was written).
+    duplicate = False
 
     class Meta:
         verbose_name = "job"
@@ -89,9 +104,10 @@ class Job(models.Model):
             ("view_job_payload", "Can see job payloads and failure details"),
         ]
         indexes = [
+            # The claim's order within a queue: higher priority first, then due time, then enqueue order.
             models.Index(
-                fields=["queue", "due_at", "id"],
-                name="backwave_job_claimable",
+                fields=["queue", "-priority", "due_at", "id"],
+                name="backwave_job_claim_order",
                 condition=Q(state="scheduled"),
             ),
             models.Index(
@@ -119,7 +135,7 @@ class Job(models.Model):
             models.Index(
                 fields=["schedule"],
                 name="backwave_job_schedule_live",
-                condition=Q(schedule__isnull=False, state__in=["scheduled", "awaiting_parent", "leased"]),
+                condition=Q(schedule__isnull=False, state__in=[s.value for s in LIVE_STATES]),
             ),
         ]
         constraints = [
@@ -135,13 +151,22 @@ class Job(models.Model):
             # A unique key is held by at most one unfinished job of a wire name; a finished job frees it.
             models.UniqueConstraint(
                 fields=["wire_name", "unique_key"],
-                condition=Q(unique_key__isnull=False, state__in=["scheduled", "awaiting_parent", "leased"]),
+                condition=Q(unique_key__isnull=False, state__in=[s.value for s in LIVE_STATES]),
                 name="backwave_job_unique_live",
             ),
         ]
 
     def __str__(self) -> str:
         return f"{self.wire_name} #{self.id} ({self.state})"
+
+    @property
+    def output(self) -> Any:
+        """What the handler of the Attempt that succeeded returned, decoded; None when it returned None or
+        nothing is stored (the job has not succeeded). Raises PayloadDecodeError for a row that no longer
+        decodes."""
+        from .codec import decode_value
+
+        return None if self.output_json is None else decode_value(self.output_json)
 
 
 class _QuarantinedManager(models.Manager["QuarantinedJob"]):
@@ -219,7 +244,11 @@ class Outcome(models.Model):
     message = models.TextField(blank=True, default="", help_text="The short reason: an error's first line.")
     detail = models.TextField(blank=True, default="", help_text="A failure's traceback, at most 8 KiB.")
     error_type = models.CharField(
-        max_length=255, blank=True, default="", help_text="A failure's exception class, as a dotted path."
+        max_length=255,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="A failure's exception class, as a dotted path.",
     )
     started_at = models.DateTimeField(null=True, blank=True, help_text="When the Attempt began (its claim).")
     recorded_at = models.DateTimeField()

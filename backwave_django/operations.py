@@ -17,7 +17,8 @@ def cancel_job(job_id: int, *, actor: str) -> CancelResult:
 
 
 def requeue_job(job_id: int, *, actor: str) -> RequeueResult:
-    """Run a dead-lettered or quarantined job again, from attempt 0, now."""
+    """Run a dead-lettered or quarantined job again, from attempt 0, now. ``KEY_TAKEN``: its unique key is
+    held by another unfinished job of its wire name, so it stays as it is."""
     return get_store().requeue(job_id, actor=actor, now=timezone.now())
 
 

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from . import codec
 from .context import JobContext
-from .core.names import queue_name_problem, wire_name_problem
+from .core.names import queue_name_problem, unique_key_problem, wire_name_problem
 from .core.retry import MAX_ATTEMPTS_LIMIT
+from .store.bounds import priority_problem
 
 if TYPE_CHECKING:
     from .models import Job
@@ -73,6 +74,8 @@ class JobRegistration:
     is_class: bool
     signature: inspect.Signature = field(repr=False)  # the payload's parameters (no context, no self)
     context_parameter: str | None
+    priority: int = 0  # the claim order within the queue: higher first
+    is_async: bool = False  # an ``async def`` handler (or run method): it runs on the Pump's event loop
 
     @property
     def handler_path(self) -> str:
@@ -112,7 +115,8 @@ class JobRegistration:
         return self.target(context) if init.parameters else self.target()
 
     def execute(self, arguments: Mapping[str, Any], context: JobContext) -> Any:
-        """Run the handler once, inside the caller's per-Attempt scope."""
+        """Run the handler once, inside the caller's per-Attempt scope. For an async handler this returns
+        the coroutine, which the caller awaits."""
         kwargs = dict(arguments)
         if self.context_parameter:
             kwargs[self.context_parameter] = context
@@ -152,7 +156,11 @@ class Registry:
         try:
             return self._by_wire_name[wire_name]
         except KeyError:
-            raise UnknownJob(f"no job is registered under the wire name {wire_name!r}") from None
+            raise UnknownJob(
+                f"no job is registered under the wire name {wire_name!r} in this process; a worker imports "
+                "each installed app's jobs.py (and tasks.py, with the django.tasks backend) when it starts: "
+                "define the job or task there, or import it from there"
+            ) from None
 
     def __contains__(self, wire_name: object) -> bool:
         return wire_name in self._by_wire_name
@@ -184,9 +192,20 @@ def _due_at(run_after: datetime | timedelta | None, now: datetime) -> datetime:
 MAX_TIMEOUT = timedelta(days=7)
 
 
-def _check_options(*, queue: object = None, max_attempts: object = None, timeout: object = None) -> None:
+def _check_options(
+    *,
+    queue: object = None,
+    max_attempts: object = None,
+    timeout: object = None,
+    priority: object = None,
+    unique_key: object = None,
+) -> None:
     """The per-job options, checked the same way at definition (``@job``) and per call (``using``)."""
     if queue is not None and (problem := queue_name_problem(queue)):
+        raise JobDefinitionError(problem)
+    if priority is not None and (problem := priority_problem(priority)):
+        raise JobDefinitionError(problem)
+    if unique_key is not None and (problem := unique_key_problem(unique_key)):
         raise JobDefinitionError(problem)
     bad_count = (
         isinstance(max_attempts, bool)
@@ -224,6 +243,8 @@ class _Options:
     run_after: datetime | timedelta | None = None
     max_attempts: int | None = None
     timeout: timedelta | None = None
+    priority: int | None = None
+    unique_key: str | None = None
 
 
 class JobFunction[**P, R]:
@@ -254,25 +275,36 @@ class JobFunction[**P, R]:
         run_after: datetime | timedelta | None = None,
         max_attempts: int | None = None,
         timeout: timedelta | float | None = None,
+        priority: int | None = None,
+        unique_key: str | None = None,
     ) -> JobFunction[P, R]:
         """The same job with per-call overrides: another queue, a later start, another attempt ceiling,
-        another time limit per Attempt (a timedelta or seconds)."""
-        _check_options(queue=queue, max_attempts=max_attempts, timeout=timeout)
+        another time limit per Attempt (a timedelta or seconds), another priority (-100 to 100, higher is
+        claimed first within the queue), a unique key (at most one unfinished job of this wire name holds
+        it: enqueueing another returns the holder, marked ``duplicate``)."""
+        _check_options(
+            queue=queue, max_attempts=max_attempts, timeout=timeout, priority=priority, unique_key=unique_key
+        )
+        old = self._options
         merged = _Options(
-            queue=queue if queue is not None else self._options.queue,
-            run_after=run_after if run_after is not None else self._options.run_after,
-            max_attempts=max_attempts if max_attempts is not None else self._options.max_attempts,
-            timeout=_timeout(timeout) if timeout is not None else self._options.timeout,
+            queue=queue if queue is not None else old.queue,
+            run_after=run_after if run_after is not None else old.run_after,
+            max_attempts=max_attempts if max_attempts is not None else old.max_attempts,
+            timeout=_timeout(timeout) if timeout is not None else old.timeout,
+            priority=priority if priority is not None else old.priority,
+            unique_key=unique_key if unique_key is not None else old.unique_key,
         )
         return JobFunction(self.registration, merged)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
-        """Store one job (inside the caller's transaction, if any) and return it."""
+        """Store one job (inside the caller's transaction, if any) and return it. With a unique key that an
+        unfinished job holds, nothing is written and that job comes back with ``duplicate`` True."""
         return self._enqueue([self.registration.bind(args, kwargs)])[0]
 
     def enqueue_many(self, calls: Iterable[Mapping[str, Any] | tuple[Any, ...]]) -> list[Job]:
         """Store many jobs of this kind in one round-trip. Each call is a dict of keyword arguments or a
-        tuple of positional ones. Any bad call refuses the whole batch."""
+        tuple of positional ones. Any bad call refuses the whole batch. With a unique key, the first call
+        holds it and the others come back as duplicates of it."""
         bound = []
         for index, call in enumerate(calls):
             args, kwargs = ((), call) if isinstance(call, Mapping) else (call, {})
@@ -286,7 +318,6 @@ class JobFunction[**P, R]:
         from django.utils import timezone
 
         from . import conf
-        from .models import Job
         from .store import NewJob, get_store
 
         settings = conf.get()
@@ -296,6 +327,7 @@ class JobFunction[**P, R]:
         due_at = _due_at(options.run_after, now)
         max_attempts = options.max_attempts or reg.max_attempts or settings.retry.max_attempts
         timeout = options.timeout or reg.timeout
+        priority = reg.priority if options.priority is None else options.priority
         payloads = []
         for index, call in enumerate(arguments):
             try:
@@ -311,20 +343,36 @@ class JobFunction[**P, R]:
                 due_at=due_at,
                 max_attempts=max_attempts,
                 timeout=timeout,
+                priority=priority,
+                unique_key=options.unique_key,
             )
             for p in payloads
         ]
         store = get_store(settings.database)
         enqueued = store.enqueue(new_jobs, now=now, max_payload_bytes=settings.max_payload_bytes)
-        rows = []
-        for new, done in zip(new_jobs, enqueued, strict=True):
+        return job_rows(new_jobs, enqueued, now, store.using)
+
+
+def job_rows(new_jobs: list[Any], enqueued: list[Any], now: datetime, using: str) -> list[Job]:
+    """The enqueued jobs as model instances, without reading them back; a duplicate (its key was held) is
+    the job that holds the key, read from the database, with ``duplicate`` True."""
+    from .models import Job
+
+    holders = Job.objects.using(using).in_bulk([done.id for done in enqueued if done.duplicate])
+    rows = []
+    for new, done in zip(new_jobs, enqueued, strict=True):
+        if done.duplicate:
+            row = holders[done.id]
+        else:
             row = Job(
                 id=done.id, wire_name=new.wire_name, queue=new.queue, payload=new.payload,
                 max_attempts=new.max_attempts, due_at=new.due_at, created_at=now, timeout=new.timeout,
+                priority=new.priority, unique_key=new.unique_key,
             )  # fmt: skip
-            row._state.adding, row._state.db = False, store.using
-            rows.append(row)
-        return rows
+            row._state.adding, row._state.db = False, using
+        row.duplicate = done.duplicate
+        rows.append(row)
+    return rows
 
 
 def _payload_signature(target: Callable[..., Any], is_class: bool) -> tuple[inspect.Signature, str | None]:
@@ -354,6 +402,7 @@ def job(
     queue: str = "default",
     max_attempts: int | None = None,
     timeout: timedelta | float | None = None,
+    priority: int = 0,
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
     """Register a function (or a class with a ``run`` method) as a job under an explicit wire name.
 
@@ -369,7 +418,7 @@ def job(
     problem = wire_name_problem(wire_name)
     if problem:
         raise JobDefinitionError(problem)
-    _check_options(queue=queue, max_attempts=max_attempts, timeout=timeout)
+    _check_options(queue=queue, max_attempts=max_attempts, timeout=timeout, priority=priority)
 
     def decorate(target: Callable[P, R]) -> JobFunction[P, R]:
         is_class = inspect.isclass(target)
@@ -383,6 +432,8 @@ def job(
             is_class=is_class,
             signature=signature,
             context_parameter=context,
+            priority=priority,
+            is_async=inspect.iscoroutinefunction(getattr(target, "run", None) if is_class else target),
         )
         registry.register(registration)
         return JobFunction(registration)

@@ -119,7 +119,9 @@ class TestPump:
         self._claims = 0  # claims answered so far
         self._walkers = Walkers()
         self._fifo: deque[ev.Event] = deque()
-        self.executor = Executor(registry, worker_id, lambda: self.now, self._run)
+        self.executor = Executor(
+            registry, worker_id, lambda: self.now, self._run, max_output_bytes=settings.max_output_bytes
+        )
         if schedules:  # BACKWAVE['SCHEDULES'], as a worker starting now would store them
             sync_schedules(self.store, settings, registry, now=self._now)
         self.runner = CommandRunner(

@@ -88,6 +88,8 @@ html_show_sourcelink = False
 NAVIGATION: dict[str, list[str]] = {
     "Tutorial": ["tutorial"],
     "How-to guides": [
+        "howto/django-tasks",
+        "howto/migrate",
         "howto/testing",
         "howto/deploy",
         "howto/operate",

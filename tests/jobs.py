@@ -204,3 +204,74 @@ def holds_a_transaction(seconds: float, marker: str, context: JobContext) -> Non
         Group.objects.create(name=f"{marker}-{context.job_id}-{context.attempt}")
         transaction.on_commit(lambda: on_commit_ran.append(context.job_id))
         time.sleep(seconds)
+
+
+# -- return values and async handlers ------------------------------------------------------------------------
+
+
+@job("tests.returns")
+def returns(value: object, context: JobContext) -> object:
+    """Returns its argument: a return value to store."""
+    record(context)
+    return value
+
+
+class Unstorable:
+    """A return value no codec can store."""
+
+
+@job("tests.returns-unstorable", max_attempts=1)
+def returns_unstorable(context: JobContext) -> object:
+    record(context)
+    return {"fine": 1, "not": [Unstorable()]}
+
+
+@job("tests.returns-big", max_attempts=1)
+def returns_big(size: int, context: JobContext) -> str:
+    record(context)
+    return "x" * size
+
+
+running_async: list[int] = []  # job ids of the async handlers running now
+async_peak = [0]  # the most that ran at once
+
+
+@job("tests.async-add")
+async def async_add(a: int, b: int, context: JobContext) -> int:
+    import asyncio
+
+    record(context)
+    await asyncio.sleep(0)
+    return a + b
+
+
+@job("tests.async-sleep", queue="slow", max_attempts=1)
+async def async_sleep(seconds: float, context: JobContext) -> None:
+    """Sleeps on the loop; counts how many run at once."""
+    import asyncio
+
+    record(context)
+    with calls_lock:
+        running_async.append(context.job_id)
+        async_peak[0] = max(async_peak[0], len(running_async))
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        with calls_lock:
+            running_async.remove(context.job_id)
+
+
+@job("tests.async-orm")
+async def async_orm(name: str, context: JobContext) -> int:
+    """Writes and reads through Django's async ORM API, in the Attempt's own thread and connection."""
+    from django.contrib.auth.models import Group
+
+    record(context)
+    await Group.objects.acreate(name=f"{name}-{context.job_id}")
+    return await Group.objects.filter(name__startswith=name).acount()
+
+
+@job("tests.async-fails", max_attempts=2)
+async def async_fails(context: JobContext) -> None:
+    record(context)
+    raise LookupError(f"async attempt {context.attempt} failed")

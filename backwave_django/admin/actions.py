@@ -29,8 +29,11 @@ def _requeue_one(job: Job, actor: str) -> str | None:
     """None when requeued, else why not."""
     if job.state == Job.State.QUARANTINED and job.wire_name not in registry:
         return f"no handler is registered for wire name {job.wire_name!r} in this deployment"
-    if operations.requeue_job(job.id, actor=actor) is RequeueResult.NOT_REQUEUEABLE:
+    result = operations.requeue_job(job.id, actor=actor)
+    if result is RequeueResult.NOT_REQUEUEABLE:
         return "not dead-lettered or quarantined any more"
+    if result is RequeueResult.KEY_TAKEN:
+        return "an unfinished job of the same wire name holds its unique key"
     return None
 
 

@@ -71,7 +71,8 @@ class JobAdmin(GuardedAdmin):
         return job.terminal_at or job.created_at
 
     def get_fields(self, request: HttpRequest, obj: Job | None = None) -> list[str]:  # type: ignore[override]
-        return [*self.readonly_fields, "terminal_at", "terminal_cause", "cancel_requested"]
+        more = ["priority", "unique_key", "terminal_at", "terminal_cause", "cancel_requested"]
+        return [*self.readonly_fields, *more]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Job | None = None) -> list[str]:
         return self.get_fields(request, obj)

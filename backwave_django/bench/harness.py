@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from .. import conf
 from ..models import Job, Lease, Outcome, QueueSettings
+from ..registry import JobFunction
 from ..store import get_store
 from ..store.contract import JobStore
 from . import jobs
@@ -47,7 +48,7 @@ QUEUE_PREFIX = "bwbench"
 class Options:
     jobs: int = 20_000
     single_jobs: int = 2_000
-    workload: str = "noop"  # noop or sleep (10 ms)
+    workload: str = "noop"  # noop, sleep (10 ms) or async-sleep (50 ms on the event loop)
     processes: int = 1
     groups: int = 1
     pumps: int = 2
@@ -254,8 +255,12 @@ def preload(options: Options, store: JobStore) -> None:
     for queue in queues:
         store.pause_queue(queue, actor=ACTOR, now=timezone.now())
     registered = jobs.register()
-    handler = registered.sleep if options.workload == "sleep" else registered.noop
-    payload: dict[str, Any] = {"ms": 10} if options.workload == "sleep" else {}
+    workloads: dict[str, tuple[JobFunction[..., Any], dict[str, Any]]] = {
+        "noop": (registered.noop, {}),
+        "sleep": (registered.sleep, {"ms": 10}),
+        "async-sleep": (registered.async_sleep, {"ms": 50}),  # await asyncio.sleep(0.05)
+    }
+    handler, payload = workloads[options.workload]
     for index, queue in enumerate(queues):
         share = options.jobs // len(queues) + (index < options.jobs % len(queues))
         for offset in range(0, share, 5000):

@@ -15,6 +15,7 @@ import unicodedata
 
 MAX_QUEUE_NAME_LENGTH = 128
 MAX_WIRE_NAME_LENGTH = 128
+MAX_UNIQUE_KEY_LENGTH = 255
 
 QUEUE_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*\Z")
 QUEUE_NAME_RULE = (
@@ -24,6 +25,7 @@ QUEUE_NAME_RULE = (
 WIRE_NAME_RULE = (
     f"1 to {MAX_WIRE_NAME_LENGTH} characters, with no control characters and no leading or trailing spaces"
 )
+UNIQUE_KEY_RULE = f"1 to {MAX_UNIQUE_KEY_LENGTH} characters, with no control characters"
 
 
 def _shown(value: object) -> str:
@@ -46,17 +48,24 @@ def queue_name_problem(value: object) -> str | None:
     return None
 
 
+def _has_control(value: str) -> bool:
+    return any(unicodedata.category(c) in ("Cc", "Cs") for c in value)
+
+
 def wire_name_problem(value: object) -> str | None:
     """Why ``value`` is not a valid wire name, or None when it is one."""
     if not isinstance(value, str):
         return f"a wire name must be a str, not {type(value).__name__} ({_shown(value)})"
-    bad = (
-        not value
-        or len(value) > MAX_WIRE_NAME_LENGTH
-        or value != value.strip()
-        or any(unicodedata.category(c) in ("Cc", "Cs") for c in value)
-    )
+    bad = not value or len(value) > MAX_WIRE_NAME_LENGTH or value != value.strip() or _has_control(value)
     return f"wire name {_shown(value)} is not valid: use {WIRE_NAME_RULE}" if bad else None
+
+
+def unique_key_problem(value: object) -> str | None:
+    """Why ``value`` is not a valid unique key (``using(unique_key=...)``), or None when it is one."""
+    if not isinstance(value, str):
+        return f"a unique key must be a str, not {type(value).__name__} ({_shown(value)})"
+    bad = not value or len(value) > MAX_UNIQUE_KEY_LENGTH or _has_control(value)
+    return f"unique key {_shown(value)} is not valid: use {UNIQUE_KEY_RULE}" if bad else None
 
 
 def is_queue_name(value: object) -> bool:

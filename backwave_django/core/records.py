@@ -23,6 +23,7 @@ class ClaimedJob:
     due_at: datetime
     timeout: timedelta | None = None
     scheduled_for: datetime | None = None  # the tick a schedule minted it for
+    created_at: datetime | None = None  # when it was enqueued
 
 
 class OutcomeKind(enum.StrEnum):

@@ -22,6 +22,8 @@ class State(enum.StrEnum):
 
 
 TERMINAL_STATES = frozenset({State.SUCCEEDED, State.CANCELLED, State.DEAD_LETTERED, State.QUARANTINED})
+#: The states of an unfinished job, in a fixed order (index conditions are written from it).
+LIVE_STATES = (State.SCHEDULED, State.AWAITING_PARENT, State.LEASED)
 
 #: States a job may be born in (awaiting_parent and cancelled belong to job dependencies, not built yet).
 INITIAL_STATES = frozenset({State.SCHEDULED, State.AWAITING_PARENT, State.CANCELLED})

@@ -71,6 +71,7 @@ class Node:
                 hints=self.hints,
                 clock=clock,
                 retention=settings.retention.rules(group.queues),
+                max_output_bytes=settings.max_output_bytes,
             )
             for group in self.groups
             for i in range(group.pumps)

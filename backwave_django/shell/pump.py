@@ -36,9 +36,10 @@ from ..registry import Registry
 from ..store.contract import JobStore
 from .alarms import Alarms
 from .clock import Clock, SystemClock
-from .executor import Attempt, Executor
+from .executor import DEFAULT_MAX_OUTPUT_BYTES, Attempt, Executor
+from .loop import AttemptLoop
 from .runner import CommandRunner
-from .scope import run_attempt
+from .scope import run_attempt, run_attempt_async
 from .workers import WorkerPool
 
 logger = logging.getLogger("backwave.pump")
@@ -87,6 +88,7 @@ class Pump:
         clock: Clock | None = None,
         threads: bool = True,
         retention: tuple[RetentionRule, ...] = (),
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     ) -> None:
         self.group = group
         self.index = index
@@ -109,7 +111,15 @@ class Pump:
                 misfire_grace=misfire_grace(group.maintenance_interval),
             )
         )
-        self.executor = Executor(registry, self.worker_id, self.clock.now, run_attempt)
+        self.executor = Executor(
+            registry,
+            self.worker_id,
+            self.clock.now,
+            run_attempt,
+            async_runner=run_attempt_async,
+            max_output_bytes=max_output_bytes,
+        )
+        self._loop = AttemptLoop(f"backwave-{group.name}-{index}-async")
         self.started_at = self.clock.now()
         self.runner = CommandRunner(
             store=store,
@@ -264,7 +274,10 @@ class Pump:
         if attempt.cut_off_at is not None:
             at = self.clock.monotonic() + (attempt.cut_off_at - self.clock.now()).total_seconds()
             alarm = self._alarms.arm(at, lambda: self._cut_off(attempt))
-        self._pool.submit(lambda: self._task(attempt, alarm))
+        if attempt.registration.is_async:
+            attempt.task = self._loop.submit(self._async_task(attempt, alarm))
+        else:
+            self._pool.submit(lambda: self._task(attempt, alarm))
 
     def _task(self, attempt: Attempt, alarm: int | None) -> bool:
         event = self.executor.run(attempt)
@@ -273,6 +286,13 @@ class Pump:
         if event is not None:
             self._events.put(event)
         return attempt.abandoned
+
+    async def _async_task(self, attempt: Attempt, alarm: int | None) -> None:
+        event = await self.executor.run_async(attempt)
+        if alarm is not None:
+            self._alarms.disarm(alarm)
+        if event is not None:
+            self._events.put(event)
 
     def _cut_off(self, attempt: Attempt) -> None:
         """On the alarm thread, at the Driver's cut-off time: an Attempt still running loses the database now,
@@ -298,7 +318,7 @@ class Pump:
             "%s: gave up on job %s (%s) attempt %d; its handler is cut off from the database",
             self.worker_id, attempt.job.id, attempt.job.wire_name, attempt.job.attempt,
         )  # fmt: skip
-        if self._pool is not None:
+        if self._pool is not None and not attempt.registration.is_async:  # an async one holds no thread
             self._pool.abandoned()
 
     def _threads_changed(self, stuck: int, unreplaced: int) -> None:
@@ -323,10 +343,12 @@ class Pump:
             wakeups.unsubscribe(self._hint_token)
         if self._ending is Health.HALTED:
             for attempt in self.executor.running():
-                attempt.token.set()  # its result will not be reported; the leases lapse
+                attempt.stop()  # its result will not be reported; the leases lapse
         if self._pool is not None:
             stuck = self._pool.close(wait=self._ending is not Health.HALTED, timeout=1.0)
             self.stuck_threads = len(stuck)
+        if not self._loop.close():
+            self.stuck_threads += 1
         self._alarms.close()
         if self.store.using in connections.settings:  # a database store: this thread's connection
             connections[self.store.using].close()

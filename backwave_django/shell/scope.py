@@ -14,10 +14,17 @@ did is committed. The connections of a revoked Attempt are closed when it ends.
 
 The test pump runs its Attempts through the same :func:`run_attempt`, signals included; only the isolation
 around the handler (a savepoint) and what happens to the connections afterwards (nothing) are its own.
+
+An ``async def`` handler runs on the Pump's event loop instead (:func:`run_attempt_async`), inside its own
+``ThreadSensitiveContext``: the ORM calls it makes through Django's async API (``sync_to_async``) run on a
+thread of this Attempt's own, created at the first one, whose connections get the guard as they open and are
+closed when the Attempt ends, as Django's ASGI handler does for a request. An Attempt that never touches the
+database costs no thread at all.
 """
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import logging
 import threading
@@ -26,7 +33,9 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import ThreadSensitiveContext, async_to_sync, sync_to_async
 from django.db import connections
+from django.db.backends.signals import connection_created
 
 from ..context import JobContext
 from ..core.text import describe, format_traceback
@@ -56,6 +65,13 @@ class DatabaseGuard:
         for session in self.sessions:
             session.execute_wrappers.append(self._check)
             session.commit = self._guarded_commit(session.commit)  # shadows the method on this wrapper only
+
+    def adopt(self, session: Any) -> None:
+        """A connection an async Attempt's thread opened: guard it too (from ``connection_created``)."""
+        if session not in self.sessions:
+            self.sessions.append(session)
+            session.execute_wrappers.append(self._check)
+            session.commit = self._guarded_commit(session.commit)
 
     def uninstall(self) -> None:
         """In the handler's thread, after it ran."""
@@ -99,15 +115,30 @@ class DatabaseGuard:
 
 @dataclass(frozen=True, slots=True)
 class AttemptResult:
-    """How the handler call ended: ``error`` is None on success; ``message`` and ``detail`` are storable."""
+    """How the handler call ended: ``error`` is None on success, and ``value`` what it returned; ``message``,
+    ``detail`` (the traceback) and ``error_type`` (the exception's class) are storable."""
 
     error: BaseException | None = None
     message: str = ""
     detail: str = ""
+    error_type: str = ""
+    value: Any = None
+    output: str | None = None  # the value, encoded (by the executor)
 
     @classmethod
     def failed(cls, error: BaseException) -> AttemptResult:
-        return cls(error=error, message=describe(error), detail=format_traceback(error))
+        return cls(
+            error=error, message=describe(error), detail=format_traceback(error), error_type=class_path(error)
+        )
+
+
+def class_path(error: BaseException) -> str:
+    """``module.QualifiedName`` of the exception's class (as Django's ``TaskError`` records); never raises."""
+    kind = type(error)
+    module, name = getattr(kind, "__module__", None), getattr(kind, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(name, str):
+        return describe(error).split(":", 1)[0]
+    return f"{module}.{name}"  # builtins too: Django's TaskError imports the class by this path
 
 
 class HandlerReturnedAwaitable(TypeError):
@@ -128,14 +159,29 @@ def refuse_awaitable(registration: JobRegistration, value: object) -> None:
             logger.warning("closing what %s returned failed: %s", registration.handler_path, describe(exc))
     raise HandlerReturnedAwaitable(
         f"{registration.handler_path} returned {what} ({type(value).__name__}), which nothing awaits, so its "
-        "work never ran: was it meant to be async? Run the async work inside the handler "
-        "(asyncio.run(...)) and return its result"
+        "work never ran: was it meant to be async? Declare the handler with async def, or run the async "
+        "work inside it (asyncio.run(...)) and return its result"
     )
 
 
-def close_connections(*, revoked: bool = False) -> None:
-    """After an Attempt: roll back what the handler left open, then close as Django does after a request
-    (every connection, if the Attempt was revoked: the store has cut them off)."""
+def call_handler(registration: JobRegistration, arguments: dict[str, Any], context: JobContext) -> Any:
+    """Call the handler in this thread and return what it returned. An ``async def`` handler's coroutine is
+    run to its end on an event loop of its own (the test pump's way; the Pump runs them on its loop)."""
+    value = registration.execute(arguments, context)
+    if registration.is_async and inspect.isawaitable(value):
+        return async_to_sync(_awaited)(value)
+    refuse_awaitable(registration, value)
+    return value
+
+
+async def _awaited(value: Any) -> Any:
+    return await value
+
+
+def close_connections(*, close_all: bool = False) -> None:
+    """After an Attempt: roll back what the handler left open, then close as Django does after a request, or
+    close every connection (``close_all``: the Attempt was revoked and the store has cut them off, or its
+    thread ends with it)."""
     for conn in connections.all(initialized_only=True):
         if conn.connection is None:
             continue
@@ -153,7 +199,7 @@ def close_connections(*, revoked: bool = False) -> None:
             elif not conn.get_autocommit():
                 conn.rollback()
                 conn.set_autocommit(True)
-            if revoked:
+            if close_all:
                 conn.close()
             else:
                 conn.close_if_unusable_or_obsolete()
@@ -162,7 +208,7 @@ def close_connections(*, revoked: bool = False) -> None:
             conn.close()
 
 
-def keep_connections(*, revoked: bool = False) -> None:
+def keep_connections(*, close_all: bool = False) -> None:
     """The test pump's ``release``: handlers share the test's connection and transaction, left as they are."""
 
 
@@ -186,33 +232,105 @@ def run_attempt(
     guard.install()
     try:
         with isolation():
-            _call(registration, arguments, context)
+            result = AttemptResult(value=_call(registration, arguments, context))
     except BaseException as exc:  # the handler's failure is an outcome, not a crash of the pump
         result = AttemptResult.failed(exc)
     finally:
         try:
-            for receiver, error in attempt_finished.send_robust(sender=registration, context=context):
-                if isinstance(error, Exception):
-                    logger.error("an attempt_finished receiver (%r) raised: %s", receiver, describe(error))
+            _send_finished(registration, context)
         finally:
             guard.uninstall()
-            release(revoked=guard.revoked)
+            release(close_all=guard.revoked)
     return result
 
 
-def _call(registration: JobRegistration, arguments: dict[str, Any], context: JobContext) -> None:
-    """``attempt_started``, the handler, then the scope's clean-ups (always); raises what failed first. A
-    clean-up that fails is logged, and fails the Attempt only if nothing failed before it."""
+def _call(registration: JobRegistration, arguments: dict[str, Any], context: JobContext) -> Any:
+    """``attempt_started``, the handler, then the scope's clean-ups (always); returns what the handler
+    returned, or raises what failed first. A clean-up that fails is logged, and fails the Attempt only if
+    nothing failed before it."""
     failure: BaseException | None = None
+    value = None
     try:
         attempt_started.send(sender=registration, context=context)
-        refuse_awaitable(registration, registration.execute(arguments, context))
+        value = call_handler(registration, arguments, context)
     except BaseException as exc:
         failure = exc
+    closing = _close_scope(context)  # always, whatever the handler did
+    failure = failure or closing
+    if failure is not None:
+        raise failure
+    return value
+
+
+def _close_scope(context: JobContext) -> BaseException | None:
+    """Close what the handler registered on its scope, last first; what a clean-up raised, logged."""
     try:
         context.scope.close()
     except BaseException as exc:
         logger.error("a clean-up registered by job %s failed: %s", context.job_id, describe(exc))
-        failure = failure or exc
-    if failure is not None:
-        raise failure
+        return exc
+    return None
+
+
+def _send_finished(registration: JobRegistration, context: JobContext) -> None:
+    for receiver, error in attempt_finished.send_robust(sender=registration, context=context):
+        if isinstance(error, Exception):
+            logger.error("an attempt_finished receiver (%r) raised: %s", receiver, describe(error))
+
+
+#: The guard of the async Attempt whose code is running (a context variable: sync_to_async carries it into
+#: the Attempt's thread, where ``connection_created`` reads it).
+_current_guard: contextvars.ContextVar[DatabaseGuard | None] = contextvars.ContextVar(
+    "backwave_attempt_guard", default=None
+)
+
+
+def _guard_new_connection(sender: Any, connection: Any, **kwargs: Any) -> None:
+    guard = _current_guard.get()
+    if guard is not None:
+        guard.adopt(connection)
+
+
+connection_created.connect(_guard_new_connection, dispatch_uid="backwave_async_attempt_guard")
+
+
+async def run_attempt_async(
+    registration: JobRegistration, arguments: dict[str, Any], context: JobContext, guard: DatabaseGuard
+) -> AttemptResult:
+    """Run one ``async def`` handler call inside a fresh scope on the running event loop; never raises.
+
+    Cancelling the task running it (an operator's cancel, a timeout, the shutdown) raises CancelledError
+    inside the handler, which ends the Attempt like any exception."""
+    result = AttemptResult()
+    token = _current_guard.set(guard)
+    try:
+        async with ThreadSensitiveContext():  # this Attempt's own thread for sync_to_async, made when used
+            try:
+                if attempt_started.has_listeners():
+                    await sync_to_async(attempt_started.send)(sender=registration, context=context)
+                result = AttemptResult(value=await registration.execute(arguments, context))
+            except BaseException as exc:  # CancelledError included: it ends this Attempt, nothing else
+                result = AttemptResult.failed(exc)
+            if guard.sessions or context.scope.used or attempt_finished.has_listeners():
+                result = await sync_to_async(_end_of_async_attempt)(registration, context, result, guard)
+    except BaseException as exc:  # a cancel that landed in the clean-up: the Attempt still ends once
+        result = result if result.error is not None else AttemptResult.failed(exc)
+    finally:
+        _current_guard.reset(token)
+    return result
+
+
+def _end_of_async_attempt(
+    registration: JobRegistration, context: JobContext, result: AttemptResult, guard: DatabaseGuard
+) -> AttemptResult:
+    """In the Attempt's own thread: its clean-ups and signal, then its connections closed for good (the
+    thread ends with the Attempt: nothing can reuse them)."""
+    try:
+        failed = _close_scope(context)
+        if failed is not None and result.error is None:
+            result = AttemptResult.failed(failed)
+        _send_finished(registration, context)
+        return result
+    finally:
+        guard.uninstall()
+        close_connections(close_all=True)

@@ -43,6 +43,7 @@ MEASURABLE = 0.1
 class Tally:
     def __init__(self) -> None:
         self.seeds = self.steps = self.jobs = self.minted = self.purged = self.checks = self.failures = 0
+        self.duplicates = 0
         self.faults: Counter[str] = Counter()
         self.started = os.times().elapsed
 
@@ -52,6 +53,7 @@ class Tally:
         self.jobs += outcome.jobs
         self.minted += outcome.minted
         self.purged += outcome.purged
+        self.duplicates += outcome.keys["duplicates"]
         self.checks += outcome.checks
         self.faults.update(outcome.faults)
         self.failures += outcome.failed
@@ -64,7 +66,8 @@ class Tally:
         rate = f", {self.seeds / took:.1f} seeds/s" if self.seeds > 1 and took >= MEASURABLE else ""
         return (
             f"simulation: {seeds}, {self.steps} steps, {self.jobs} jobs ({self.minted} minted by schedules, "
-            f"{self.purged} purged), faults [{faults}], {self.checks} invariant checks, "
+            f"{self.purged} purged; {self.duplicates} enqueues were duplicates), faults [{faults}], "
+            f"{self.checks} invariant checks, "
             f"{self.failures} failed, "
             f"{took:.2f}s{rate}"
         )

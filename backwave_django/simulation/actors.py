@@ -1,7 +1,9 @@
 """The cluster's users: the application that enqueues (the client) and someone at the admin (the operator).
 
 The client enqueues each job of the scenario at its time, at least once: a failed enqueue is tried again, so a
-write that committed but lost its reply makes a second job, as it would in production. The operator sets
+write that committed but lost its reply makes a second job, as it would in production (unless the job has a
+unique key: the retry then comes back as a duplicate naming the first, while it is unfinished). An enqueue
+that comes back as a duplicate is acknowledged like any other. The operator sets
 queue limits and pauses from the start, then acts at random moments: on queues (pause, resume, set or clear a
 limit), on jobs (cancel, requeue) and on schedules (pause, resume, run now).
 """
@@ -46,6 +48,7 @@ class Client:
             wire_name=spec.wire_name, payload=str(spec.key), queue=spec.queue,
             due_at=now + timedelta(seconds=spec.delay), max_attempts=spec.max_attempts,
             timeout=None if spec.timeout is None else timedelta(seconds=spec.timeout),
+            priority=spec.priority, unique_key=spec.unique_key,
         )  # fmt: skip
         try:
             ids = self.conn.call(self.sim.store.enqueue, jobs=[new], now=now, max_payload_bytes=65536)
@@ -55,7 +58,9 @@ class Client:
             self.sim.timeline.after(RETRY_ENQUEUE, self._enqueue, spec)
             return
         self.sim.checker.accepted(e.id for e in ids)
-        self.sim.note("client", f"enqueued key {spec.key} as job {ids[0].id} in {spec.queue}")
+        self.sim.checker.features.enqueued(new, ids[0])
+        duplicate = f" (a duplicate: {spec.unique_key} is held)" if ids[0].duplicate else ""
+        self.sim.note("client", f"enqueued key {spec.key} as job {ids[0].id} in {spec.queue}{duplicate}")
         self.pending -= 1
 
 
@@ -133,21 +138,29 @@ class Operator:
                 limit = int(params["limit"]) if action == "limit" else None
                 call(store.set_concurrency_limit, queue=queue, limit=limit, actor="operator", now=now)
             elif (job_id := self._pick(action, float(params["pick"]))) is not None:
-                call(
-                    store.cancel if action == "cancel" else store.requeue,
-                    job_id=job_id,
-                    actor="operator",
-                    now=now,
-                )
+                self._on_job(action, job_id)
         except Violation:
             raise
         except Exception:  # the operator sees an error; it may or may not have committed
             pass
 
+    def _on_job(self, action: str, job_id: int) -> None:
+        sim, store, now = self.sim, self.sim.store, self.sim.timeline.wall()
+        if action == "cancel":
+            self.conn.call(store.cancel, job_id=job_id, actor="operator", now=now)
+            return
+        result = self.conn.call(store.requeue, job_id=job_id, actor="operator", now=now)
+        sim.checker.features.requeued(job_id, result)  # KEY_TAKEN is an answer: another job holds its key
+
     def _pick(self, action: str, pick: float) -> int | None:
+        """A job to cancel (any), or to requeue (one that ended badly; half the time one with a unique key,
+        when there is one, so that a requeue meets a key taken again)."""
         jobs = self.sim.checker.jobs
         ended = (State.DEAD_LETTERED, State.QUARANTINED)
         candidates = sorted(i for i, j in jobs.items() if action == "cancel" or j.state in ended)
+        keyed = [i for i in candidates if action != "cancel" and jobs[i].unique_key is not None]
+        if keyed and pick < 0.5:
+            candidates, pick = keyed, pick * 2
         candidates = candidates or sorted(jobs)
         return candidates[int(pick * len(candidates))] if candidates else None
 

@@ -51,6 +51,7 @@ class Cluster:
         self.timeline = Timeline(scenario.start)
         self.checker = Checker(lambda: self.timeline.now)
         self.checker.routable = lambda wire_name: wire_name == ROUTABLE
+        self.checker.features.fault_before = lambda: self.armed[0]
         self.checker.schedules.no_overlap = frozenset(
             s.name for s in scenario.schedules if s.settings.get("NO_OVERLAP")
         )

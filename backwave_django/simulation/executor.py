@@ -1,14 +1,18 @@
 """The simulated executor: ``shell.executor.Executor`` without threads.
 
 It routes a claimed job (an unknown wire name becomes ``ExecutionUnroutable`` at once and never reaches a
-handler), launches the Attempt in the Pump's pool, signals and abandons running Attempts, keeps the
-tracebacks of failed ones until their outcome is written, and turns a handler's end into exactly one event,
-unless the Attempt was given up on meanwhile (its result is then dropped). The shell-side invariants about
-handlers (the pool bound, time limits, nothing started after a shutdown's grace) are checked here.
+handler), launches the Attempt in the Pump's pool, signals and abandons running Attempts, keeps what each
+ended Attempt leaves for its outcome (a failure's traceback, a success's return value) until the outcome is
+written, and turns a handler's end into exactly one event, unless the Attempt was given up on meanwhile (its
+result is then dropped). A job whose handler returns a value returns the JSON text of
+``"<worker>/<job>/<attempt>"``: the stored output names the Attempt that produced it. The shell-side
+invariants about handlers (the pool bound, time limits, nothing started after a shutdown's grace) are
+checked here.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -16,6 +20,7 @@ from typing import TYPE_CHECKING
 from ..core import events as ev
 from ..core.driver import TIMEOUT_GRACE
 from ..core.records import ClaimedJob, OutcomeReport
+from ..store.contract import OutcomeDetail
 from .calendar import ROUTABLE
 from .handlers import Attempt, Pool, behaviour
 
@@ -28,7 +33,7 @@ class Executor:
         self.pump = pump
         self.pool = Pool(pump, self, pump.spec.pool_size)
         self.inflight: dict[int, Attempt] = {}
-        self.details: dict[tuple[int, int], str] = {}
+        self.details: dict[tuple[int, int], OutcomeDetail] = {}
 
     def execute(
         self, job: ClaimedJob, event_now: datetime, cut_off_at: datetime | None = None
@@ -46,12 +51,15 @@ class Executor:
             lambda: f"{pump.worker_id} starts job {job.id}#{job.attempt} after its shutdown grace ended",
         )
         schedule = pump.sim.schedules.get(job.payload)  # a run of a schedule: its payload names it
+        returns = False
         if schedule is not None:
             site, duration = f"schedule-{schedule.name}", schedule.duration
         else:
-            key = int(job.payload)
-            site, duration = f"job{key}", pump.sim.scenario.jobs[key].duration
+            spec = pump.sim.scenario.jobs[int(job.payload)]
+            site, duration, returns = f"job{spec.key}", spec.duration, spec.returns
         attempt = behaviour(pump.sim.plan, job, site, duration)
+        if returns:
+            attempt.output = json.dumps(f"{pump.worker_id}/{job.id}/{job.attempt}")
         group_timeout = None if pump.spec.timeout is None else timedelta(seconds=pump.spec.timeout)
         timeout = job.timeout or group_timeout
         if timeout is not None:
@@ -100,15 +108,18 @@ class Executor:
             return
         del self.inflight[job.id]
         if message is None:
-            pump.sim.checker.returned.add((pump.worker_id, job.id, job.attempt))
+            pump.sim.checker.returned[pump.worker_id, job.id, job.attempt] = attempt.output
+            if attempt.output is not None:
+                self.details[job.id, job.attempt] = OutcomeDetail(output=attempt.output)
             pump.post(ev.ExecutionSucceeded(now=pump.wall(), job_id=job.id))
             return
-        self.details[job.id, job.attempt] = attempt.detail
+        self.details[job.id, job.attempt] = OutcomeDetail(traceback=attempt.detail)
         pump.post(ev.ExecutionFailed(now=pump.wall(), job_id=job.id, message=message))
 
-    def details_for(self, reports: Sequence[OutcomeReport]) -> dict[int, str]:
+    def details_for(self, reports: Sequence[OutcomeReport]) -> dict[int, OutcomeDetail]:
+        """What these reports' Attempts left for their outcomes, by job id (``shell.executor``'s rule)."""
         found = ((r.job_id, self.details.get((r.job_id, r.attempt))) for r in reports)
-        return {job_id: detail for job_id, detail in found if detail}
+        return {job_id: detail for job_id, detail in found if detail is not None}
 
     def forget_details(self, reports: Sequence[OutcomeReport]) -> None:
         for report in reports:

@@ -44,6 +44,7 @@ class Attempt:
     message: str | None  # its failure message, or None when it returns
     deaf: bool  # it ignores cancellation (a hang)
     react: int  # microseconds it takes to stop once asked
+    output: str | None = None  # what it returns, as JSON text (None: it returns nothing)
     limit_at: datetime | None = None  # when its time limit passes, on its Pump's clock
     signalled: bool = False
     abandoned: bool = False

@@ -3,7 +3,9 @@
 The checker watches the store through its ``observe`` hook, so each check looks only at the job a change
 touched (and the few counters it keeps), never at the whole store: checking stays cheap enough to run after
 every step. The shell side (pools, time limits, the Driver itself) is checked by the simulated Pumps through
-the same checker. The first violation ends the run; its name is what the minimizer keeps tripping.
+the same checker. The first violation ends the run; its name is what the minimizer keeps tripping. Those of
+schedules are in ``schedule_checks``, those of priorities, unique keys and return values in
+``feature_checks``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from ..core.states import INITIAL_STATES, State, is_legal
 from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES
 from ..store.contract import MAX_HEALTH_DETAIL_BYTES, JobView, PumpView, QueueView, ScheduleView
 from ..store.memory import JobChange, MemoryStore
+from .feature_checks import FeatureWatch
 from .schedule_checks import Loaded, ScheduleWatch
 
 __all__ = ["INVARIANTS", "Checker", "Loaded", "Violation"]
@@ -66,6 +69,19 @@ INVARIANTS: dict[str, str] = {
     "nothing and its cursor stays",
     "ScheduleLiveness": "once the faults heal, every schedule still in the settings keeps up: when the drain "
     "stops minting (the cluster whole again for 10 s), none has a tick older than 15 s undecided",
+    "ClaimOrder": "each claim takes, queue by queue in the order asked, the first due jobs in (priority "
+    "descending, due time, id) order, as many as its batch, the queue's free slots (none while paused) and "
+    "the due jobs allow: nothing ranked higher is left behind",
+    "UniqueKeyHeldOnce": "never do two unfinished jobs (scheduled, awaiting a parent or leased) of one wire "
+    "name hold one unique key",
+    "DuplicateIsHolder": "an enqueue that comes back as a duplicate names the unfinished job holding its key "
+    "at that moment, a keyed one that does not holds the key, and a requeue refused as KEY_TAKEN was refused "
+    "for a key another unfinished job holds",
+    "OutputFromSuccess": "a job holds an output only once succeeded, and exactly what the handler of the "
+    "Attempt that succeeded (the lease holder's) returned; nothing else (a failure, a release, a fenced-off "
+    "Attempt) writes one",
+    "AttemptStart": "an Attempt's outcome records the instant of the claim that began it, and the claim "
+    "hands its handler the job's Attempt number and enqueue time",
 }
 
 
@@ -98,9 +114,11 @@ class Checker:
         self.limits: dict[str, int] = {}
         self.reporting: tuple[str, Mapping[int, int]] | None = None  # the report being written
         self.live = 0  # jobs not in a terminal state
-        self.returned: set[tuple[str, int, int]] = set()  # (worker, job, attempt) whose handler returned
+        # (worker, job, attempt) whose handler returned -> what it returned (JSON text), or None
+        self.returned: dict[tuple[str, int, int], str | None] = {}
         self.routable: Callable[[str], bool] = lambda wire_name: True
         self.schedules = ScheduleWatch(self)
+        self.features = FeatureWatch(self)
         self.purged = 0  # finished jobs retention deleted
 
     def fail(self, name: str, message: str) -> None:
@@ -121,6 +139,7 @@ class Checker:
             self._purged(change)
             return
         after, before = change.after, change.before
+        self.features.changed(change, after)
         self.live += (not after.state.is_terminal) - (before is not None and not before.state.is_terminal)
         if change.before is None:
             self.expect(
@@ -156,6 +175,7 @@ class Checker:
             ),
         )
         del self.jobs[before.id]
+        self.features.purged(before)
         self.purged += 1
 
     @staticmethod
@@ -246,6 +266,7 @@ class Checker:
                 lambda: f"job {after.id}: {worker} reported {attempts.get(after.id)}, applied as {outcome}",
             )
         self._matches_run(after, outcome.kind, outcome.worker, outcome.attempt)
+        self.features.ended(after, outcome)
         self._text(outcome.message, MAX_MESSAGE_BYTES, f"job {after.id}'s outcome message")
         self._text(outcome.detail, MAX_DETAIL_BYTES, f"job {after.id}'s outcome detail")
 

@@ -23,9 +23,10 @@ from ..core.retention import PurgeRule
 from ..core.retry import MAX_ATTEMPTS_LIMIT, RetryPolicy
 from ..core.schedules import MintDecision, Misfire, ScheduleState, Walkers
 from ..core.schedules import plan as plan_ticks
+from ..core.states import State
 from ..core.transitions import LEASE_ENDINGS
 from ..store import changes
-from ..store.contract import LeaseView, ReportResult
+from ..store.contract import JobView, LeaseView, OutcomeDetail, ReportResult
 from ..store.memory import MemoryStore
 from .run import Outcome, Plant, run
 
@@ -83,7 +84,7 @@ class _ReleaseCharges(MemoryStore):
         reports: Sequence[OutcomeReport],
         retry: RetryPolicy,
         now: datetime,
-        details: Mapping[int, str] | None = None,
+        details: Mapping[int, OutcomeDetail] | None = None,
     ) -> ReportResult:
         rows = {key: rule for key, rule in LEASE_ENDINGS.items() if key[0] is OutcomeKind.RELEASED}
         LEASE_ENDINGS.update({key: replace(rule, attempt_delta=0) for key, rule in rows.items()})
@@ -159,6 +160,48 @@ class _CoalesceMakesUpEveryTick(NodeDriver):
             setattr(maintenance_module, "plan", original)  # noqa: B010
 
 
+class _ClaimIgnoresPriority(MemoryStore):
+    """A claim that takes a queue's due jobs by due time and id alone, whatever their priority."""
+
+    def _due(self, queue: str, now: datetime, take: int) -> list[int]:
+        due = [(self._jobs[i].due_at, i) for i in super()._due(queue, now, 1 << 62)]
+        return [job_id for _, job_id in sorted(due)[:take]]
+
+
+class _KeyForgetsLeased(MemoryStore):
+    """A unique index that covers only waiting jobs: a running job's key looks free, so a duplicate is
+    written while the holder runs (peers' users ask for this; the contract says no)."""
+
+    def _hold_key(self, old: JobView | None, job: JobView | None) -> None:
+        super()._hold_key(old, job)
+        if job is not None and job.unique_key is not None and job.state is State.LEASED:
+            self._keys.pop((job.wire_name, job.unique_key), None)
+
+
+class _OutputIgnoresFence(MemoryStore):
+    """The return values of a batch written by job id, apart from the fenced outcomes: a fenced-off
+    Attempt's value lands on its job all the same."""
+
+    def report(
+        self,
+        *,
+        worker_id: str,
+        reports: Sequence[OutcomeReport],
+        retry: RetryPolicy,
+        now: datetime,
+        details: Mapping[int, OutcomeDetail] | None = None,
+    ) -> ReportResult:
+        result = super().report(worker_id=worker_id, reports=reports, retry=retry, now=now, details=details)
+        with self._lock:
+            for job_id in sorted(result.stale):
+                output = (details or {}).get(job_id, OutcomeDetail()).output
+                before = self._jobs.get(job_id)
+                if output is not None and before is not None and before.output != output:
+                    self._put(replace(before, output=output))
+                    self._observed("report", now, before, self._jobs[job_id])
+        return result
+
+
 PLANTS = (
     Plant(
         name="fence-ignores-attempt",
@@ -204,6 +247,21 @@ PLANTS = (
         name="coalesce-makes-up-every-tick",
         description="coalesce mints a run for every missed tick instead of one",
         driver_class=_CoalesceMakesUpEveryTick,
+    ),
+    Plant(
+        name="claim-ignores-priority",
+        description="a claim takes a queue's due jobs by due time alone, whatever their priority",
+        store_class=_ClaimIgnoresPriority,
+    ),
+    Plant(
+        name="unique-key-forgets-leased",
+        description="the unique index forgets leased jobs, so a duplicate is written while the holder runs",
+        store_class=_KeyForgetsLeased,
+    ),
+    Plant(
+        name="output-ignores-fence",
+        description="a fenced-off Attempt's return value is written onto its job all the same",
+        store_class=_OutputIgnoresFence,
     ),
 )
 

@@ -81,6 +81,7 @@ class SimPump:
             )
         )
         self.conn = Connection(sim, self.site)
+        self.claim = sim.checker.features.claimer(sim.store)  # store.claim, watched (ClaimOrder)
         self.upkeep = Connection(sim, f"{self.site}/upkeep")
         self.cut_off_until(node.partitioned_until)
         self.loaded: Loaded | None = None  # the schedules as this Pump's last LoadSchedules read them
@@ -305,7 +306,7 @@ class SimPump:
         match command:
             case cmd.ClaimBatch(queues=queues, max_jobs=max_jobs, lease_duration=lease):
                 jobs = call(
-                    store.claim,
+                    self.claim,
                     worker_id=worker,
                     queues=queues,
                     max_jobs=max_jobs,

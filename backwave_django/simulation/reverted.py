@@ -22,7 +22,7 @@ from ..core.driver import NodeDriver
 from ..core.records import OutcomeKind, OutcomeReport
 from ..core.retry import RetryPolicy
 from ..core.transitions import LEASE_ENDINGS
-from ..store.contract import ReportResult
+from ..store.contract import OutcomeDetail, ReportResult
 from ..store.memory import MemoryStore
 from .run import Plant
 
@@ -84,7 +84,7 @@ class _CancelledReleaseCharges(MemoryStore):
         reports: Sequence[OutcomeReport],
         retry: RetryPolicy,
         now: datetime,
-        details: Mapping[int, str] | None = None,
+        details: Mapping[int, OutcomeDetail] | None = None,
     ) -> ReportResult:
         rows = {k: rule for k, rule in LEASE_ENDINGS.items() if k[0] is OutcomeKind.RELEASED and k[2]}
         LEASE_ENDINGS.update({k: replace(rule, attempt_delta=0) for k, rule in rows.items()})

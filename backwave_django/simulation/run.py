@@ -37,6 +37,7 @@ class Outcome:
     purged: int  # finished jobs purged
     checks: int  # invariant checks made
     faults: Counter[str]  # faults injected, by kind
+    keys: Counter[str]  # what enqueues of held unique keys met (``feature_checks.FeatureWatch.seen``)
     plan: dict[Address, Params]  # every fault decision, by address: replays the run
     lines: tuple[str, ...]  # the trace, when asked for
     seconds: float  # of virtual time
@@ -82,6 +83,7 @@ def run(
         purged=cluster.checker.purged,
         checks=cluster.checker.checks,
         faults=faults.injected,
+        keys=cluster.checker.features.seen,
         plan=dict(faults.decisions),
         lines=tuple(cluster.lines),
         seconds=cluster.timeline.now / 1e6,

@@ -8,16 +8,18 @@ one seed in ten is a storm, every axis on at the top of its band.
 
 What came later (schedules, retention, when the run begins, the faults that matter most to schedules) is
 drawn from a stream of its own, ``calendar``, so that it changes nothing of what a seed drew before: the
-same seed has the same nodes, groups, jobs and fault rates, and now also schedules. A field added to
-:class:`Scenario` later takes a default that means what runs did before it existed, so a scenario pinned in
-a regression file (``simulation.regressions``) still reads.
+same seed has the same nodes, groups, jobs and fault rates, and now also schedules. What jobs gained after
+that (a priority, a unique key, a handler that returns a value) is drawn from another stream, ``features``,
+for the same reason. A field added to :class:`Scenario` or :class:`JobSpec` later takes a default that means
+what runs did before it existed, so a scenario pinned in a regression file (``simulation.regressions``) still
+reads, and runs as it did.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -100,6 +102,9 @@ class JobSpec:
     max_attempts: int
     timeout: float | None
     duration: float  # how long its handler runs when nothing goes wrong
+    priority: int = 0  # higher is claimed first within its queue
+    unique_key: str | None = None  # at most one unfinished job of its wire name holds it
+    returns: bool = False  # its handler returns a value (which names the Attempt that returned it)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,7 +144,7 @@ def draw(seed: int) -> Scenario:
         nodes=rng.choice((2, 2, 2, 3, 4)),
         queues=queues,
         groups=groups,
-        jobs=_jobs(rng, queues, workload),
+        jobs=_with_features(stream(seed, "features"), _jobs(rng, queues, workload)),
         limits=limits,
         paused=paused,
         retry=RetryPolicy(max_attempts=3, backoff_base=2.0, backoff_cap=float(rng.randint(4, 20))),
@@ -209,6 +214,29 @@ def _job(rng: random.Random, key: int, queues: tuple[str, ...], at: float) -> Jo
         timeout=float(rng.randint(2, 15)) if rng.random() < 0.3 else None,
         duration=round(10 ** rng.uniform(-1.7, 0.5), 3),  # 20 ms to 3 s
     )
+
+
+#: Priorities a prioritised job takes half the time (ties at the same non-zero priority), else any in range.
+PRIORITIES = (-100, -1, 1, 50, 100)
+
+
+def _with_features(rng: random.Random, jobs: tuple[JobSpec, ...]) -> tuple[JobSpec, ...]:
+    """Priorities in three seeds of five (mostly 0 still); unique keys in three of five, shared from a set
+    of one to three keys, so that duplicates really happen (while the holder waits, runs, is retried, and
+    after it finished); handlers that return a value in two of three. Every job makes the same draws, so
+    what one job drew never depends on another's."""
+    prioritised = rng.random() < 0.6
+    keyed = rng.choice((0.0, 0.0, 0.3, 0.6, 0.9))  # the share of jobs that have a key
+    keys = rng.randint(1, 3)
+    returning = rng.choice((0.0, 0.5, 0.9))
+    drawn = []
+    for job in jobs:
+        spread, palette, anywhere = rng.random(), rng.choice(PRIORITIES), rng.randint(-100, 100)
+        pick, key, returns = rng.random(), rng.randrange(keys), rng.random() < returning
+        priority = (palette if spread < 0.2 else anywhere) if prioritised and spread < 0.4 else 0
+        unique_key = f"key-{key}" if pick < keyed else None
+        drawn.append(replace(job, priority=priority, unique_key=unique_key, returns=returns))
+    return tuple(drawn)
 
 
 def _rates(rng: random.Random, axes: Mapping[str, tuple[str, ...]], storm: bool) -> dict[str, float]:

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
-from ..core.names import queue_name_problem, wire_name_problem
+from ..core.names import queue_name_problem, unique_key_problem, wire_name_problem
 from ..core.retry import MAX_ATTEMPTS_LIMIT
-from .contract import MAX_CONCURRENCY_LIMIT, NewJob, PayloadTooLarge, StoreError, WireNameTooLong
+from .contract import (
+    MAX_CONCURRENCY_LIMIT,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    NewJob,
+    PayloadTooLarge,
+    StoreError,
+    WireNameTooLong,
+)
+
+
+def priority_problem(value: object) -> str | None:
+    """Why ``value`` is not a valid priority, or None when it is one."""
+    if isinstance(value, bool) or not isinstance(value, int) or not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        return f"priority must be an int from {MIN_PRIORITY} to {MAX_PRIORITY}, got {value!r}"
+    return None
 
 
 def check_new_job(new: NewJob, max_payload_bytes: int) -> None:
@@ -31,6 +46,11 @@ def check_new_job(new: NewJob, max_payload_bytes: int) -> None:
     attempts = new.max_attempts
     if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= MAX_ATTEMPTS_LIMIT:
         raise StoreError(f"max_attempts must be an int from 1 to {MAX_ATTEMPTS_LIMIT}, got {attempts!r}")
+    problem = priority_problem(new.priority)
+    if problem:
+        raise StoreError(problem)
+    if new.unique_key is not None and (problem := unique_key_problem(new.unique_key)):
+        raise StoreError(problem)
 
 
 def check_concurrency_limit(limit: object) -> None:

@@ -20,11 +20,12 @@ from ..core.records import ClaimedJob, OutcomeKind, OutcomeReport
 from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES, clean
-from .contract import StoreError
+from .contract import OutcomeDetail, StoreError
 
 #: The columns a claim returns, in the order of :class:`ClaimedJob`'s fields.
 CLAIMED_FIELDS = (
     "id", "wire_name", "queue", "payload", "attempt", "max_attempts", "due_at", "timeout", "scheduled_for",
+    "created_at",
 )  # fmt: skip
 
 
@@ -95,7 +96,10 @@ class Change:
     kind: OutcomeKind
     worker: str
     move: transitions.Move
-    detail: str = ""
+    detail: str = ""  # a failure's traceback
+    error_type: str = ""  # a failure's exception class
+    output: str | None = None  # a success's return value, as JSON text
+    started_at: datetime | None = None  # when the Attempt began (its lease's claim)
 
     @property
     def state(self) -> State:
@@ -115,6 +119,10 @@ def storable_detail(detail: str | None) -> str:
     return clean(detail, MAX_DETAIL_BYTES, keep="end") if detail else ""
 
 
+#: The longest exception class path stored (the column's size).
+MAX_ERROR_TYPE_LENGTH = 255
+
+
 def for_report(
     report: OutcomeReport,
     *,
@@ -122,7 +130,8 @@ def for_report(
     cancel_requested: bool,
     retry: RetryPolicy,
     now: datetime,
-    detail: str | None = None,
+    detail: OutcomeDetail | None = None,
+    started_at: datetime | None = None,
 ) -> Change:
     move = _after_attempt(
         report.kind,
@@ -134,13 +143,17 @@ def for_report(
         retry=retry,
         now=now,
     )
+    detail = detail or OutcomeDetail()
     return Change(
         job_id=report.job_id,
         attempt=report.attempt,
         kind=report.kind,
         worker=worker,
         move=move,
-        detail=storable_detail(detail),
+        detail=storable_detail(detail.traceback),
+        error_type=clean(detail.error_type, MAX_ERROR_TYPE_LENGTH),
+        output=detail.output if move.state is State.SUCCEEDED else None,  # kept only with a success
+        started_at=started_at,
     )
 
 
@@ -153,6 +166,7 @@ def for_expiry(
     cancel_requested: bool,
     retry: RetryPolicy,
     now: datetime,
+    started_at: datetime | None = None,
 ) -> Change:
     move = _after_attempt(
         OutcomeKind.EXPIRED,
@@ -164,7 +178,14 @@ def for_expiry(
         retry=retry,
         now=now,
     )
-    return Change(job_id=job_id, attempt=attempt, kind=OutcomeKind.EXPIRED, worker=owner, move=move)
+    return Change(
+        job_id=job_id,
+        attempt=attempt,
+        kind=OutcomeKind.EXPIRED,
+        worker=owner,
+        move=move,
+        started_at=started_at,
+    )
 
 
 def first_per_attempt(reports: Sequence[OutcomeReport]) -> dict[tuple[int, int], OutcomeReport]:

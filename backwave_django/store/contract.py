@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from ..core.health import Health
-from ..core.names import MAX_QUEUE_NAME_LENGTH, MAX_WIRE_NAME_LENGTH
+from ..core.names import MAX_QUEUE_NAME_LENGTH, MAX_UNIQUE_KEY_LENGTH, MAX_WIRE_NAME_LENGTH
 from ..core.records import ClaimedJob, HeartbeatResult, OutcomeKind, OutcomeReport
 from ..core.retention import PurgeRule
 from ..core.retry import MAX_ATTEMPTS_LIMIT, RetryPolicy
@@ -43,6 +43,8 @@ MAX_HEALTH_DETAIL_BYTES = 2000
 MAX_CONCURRENCY_LIMIT = 1_000_000
 #: Job ids are 64-bit.
 MAX_JOB_ID = 2**63 - 1
+#: A job's priority: higher is claimed first within its queue (Django's Tasks use the same range).
+MIN_PRIORITY, MAX_PRIORITY = -100, 100
 
 __all__ = [
     "HINT_CHANNEL",
@@ -52,8 +54,11 @@ __all__ = [
     "MAX_HEALTH_DETAIL_BYTES",
     "MAX_JOB_ID",
     "MAX_MESSAGE_BYTES",
+    "MAX_PRIORITY",
     "MAX_QUEUE_NAME_LENGTH",
+    "MAX_UNIQUE_KEY_LENGTH",
     "MAX_WIRE_NAME_LENGTH",
+    "MIN_PRIORITY",
     "AuditView",
     "CancelResult",
     "EnqueuedJob",
@@ -61,6 +66,7 @@ __all__ = [
     "JobView",
     "LeaseView",
     "NewJob",
+    "OutcomeDetail",
     "OutcomeView",
     "PayloadTooLarge",
     "PumpView",
@@ -101,13 +107,27 @@ class NewJob:
     due_at: datetime
     max_attempts: int
     timeout: timedelta | None = None  #: the job's own time limit per Attempt; None: its group's
+    priority: int = 0  #: higher is claimed first within the queue
+    unique_key: str | None = None  #: at most one unfinished job of this wire name holds the key
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EnqueuedJob:
-    """One enqueued job: its id, in the order the jobs were given."""
+    """One enqueued job, in the order the jobs were given: its id, and whether it is an unfinished job that
+    already held the new job's unique key (``duplicate``: nothing was written for it)."""
 
     id: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutcomeDetail:
+    """What the Shell knows of an ended Attempt besides its outcome, written with it under the same fence:
+    a failure's traceback and exception class (a dotted path), a success's return value (JSON text)."""
+
+    traceback: str = ""
+    error_type: str = ""
+    output: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,6 +148,7 @@ class CancelResult(enum.StrEnum):
 class RequeueResult(enum.StrEnum):
     REQUEUED = "requeued"
     NOT_REQUEUEABLE = "not_requeueable"  #: only dead-lettered and quarantined jobs can be requeued
+    KEY_TAKEN = "key_taken"  #: an unfinished job of the same wire name holds its unique key now
 
 
 class TriggerResult(enum.StrEnum):
@@ -184,6 +205,9 @@ class JobView:
     timeout: timedelta | None = None
     schedule: str | None = None
     scheduled_for: datetime | None = None
+    priority: int = 0
+    unique_key: str | None = None
+    output: str | None = None  #: the return value of the Attempt that succeeded, as JSON text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,6 +230,8 @@ class OutcomeView:
     message: str
     detail: str
     recorded_at: datetime
+    error_type: str = ""  #: a failure's exception class, as a dotted path
+    started_at: datetime | None = None  #: when the Attempt began (its claim)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -272,7 +298,9 @@ class JobStore(Protocol):
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
         """Insert ``jobs`` in one transaction (the caller's, if one is open) and return their ids in order.
-        Bounds are checked first; a bad job refuses the whole batch and nothing is written."""
+        Bounds are checked first; a bad job refuses the whole batch and nothing is written. A job whose
+        unique key an unfinished job of its wire name holds (one stored before, or earlier in ``jobs``) is
+        not written: that job's id comes back, marked ``duplicate``."""
         ...
 
     # -- the Pump's cycle ---------------------------------------------------------------------------
@@ -297,10 +325,11 @@ class JobStore(Protocol):
         reports: Sequence[OutcomeReport],
         retry: RetryPolicy,
         now: datetime,
-        details: Mapping[int, str] | None = None,
+        details: Mapping[int, OutcomeDetail] | None = None,
     ) -> ReportResult:
-        """Apply fenced outcomes (``details``: failure tracebacks by job id). A row the database refuses
-        (its text, say) never costs the other rows their outcome: it is written alone with a generic cause."""
+        """Apply fenced outcomes (``details``: tracebacks, exception classes and return values by job id; a
+        return value is kept only with a success). A row the database refuses (its text, say) never costs the
+        other rows their outcome: it is written alone with a generic cause."""
         ...
 
     def heartbeat(

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError, IntegrityError, connections, transaction
 from django.db.models import F
 
 from .. import wakeups
@@ -30,7 +30,7 @@ from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.text import clean
 from ..models import AuditRecord, Job, Lease, Outcome, PumpStatus, QueueSettings
-from . import changes, faults, sqlite
+from . import changes, faults, inserts, sqlite
 from .bounds import check_concurrency_limit, check_new_job
 from .changes import CLAIMED_FIELDS, Change
 from .contract import (
@@ -42,6 +42,7 @@ from .contract import (
     JobView,
     LeaseView,
     NewJob,
+    OutcomeDetail,
     OutcomeView,
     PumpView,
     QueueView,
@@ -54,7 +55,8 @@ from .scheduling import SchedulingMixin
 
 _JOB_FIELDS = (
     "id", "wire_name", "queue", "payload", "state", "attempt", "max_attempts", "due_at", "created_at",
-    "terminal_at", "terminal_cause", "cancel_requested", "timeout", "schedule", "scheduled_for",
+    "terminal_at", "terminal_cause", "cancel_requested", "timeout", "schedule", "scheduled_for", "priority",
+    "unique_key",
 )  # fmt: skip
 
 
@@ -137,26 +139,18 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
             check_new_job(new, max_payload_bytes)
         if not jobs:
             return []
-        rows = [
-            Job(
-                wire_name=new.wire_name,
-                queue=new.queue,
-                payload=new.payload,
-                max_attempts=new.max_attempts,
-                due_at=new.due_at,
-                created_at=now,
-                timeout=new.timeout,
-            )
-            for new in jobs
-        ]
-        due_queues = sorted({new.queue for new in jobs if new.due_at <= now})
         with self._write():
-            largest = max(len(new.payload) + len(new.wire_name) for new in jobs)
-            Job.objects.using(self.using).bulk_create(rows, batch_size=self._insert_batch_size(largest))
+            done = inserts.insert_all(self, jobs, now, self._insert_keyed)
+            written = (new for new, result in zip(jobs, done, strict=True) if not result.duplicate)
+            due_queues = sorted({new.queue for new in written if new.due_at <= now})
             if due_queues:
                 self._hint_other_processes(due_queues)
                 self._hint_this_process(due_queues)
-        return [EnqueuedJob(id=row.id) for row in rows]
+        return done
+
+    def _insert_keyed(self, new: NewJob, now: datetime) -> int | None:
+        """Insert one job with a unique key; None when an unfinished job holds the key."""
+        return inserts.insert_keyed_in_savepoint(self, new, now)
 
     def _hint_this_process(self, queues: Sequence[str]) -> None:
         transaction.on_commit(lambda: wakeups.publish(queues), using=self.using)
@@ -229,7 +223,9 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
         moved = jobs.filter(id__in=ids, state=state).update(state=State.LEASED, attempt=F("attempt") + 1)
         if moved != len(ids):  # picked rows are locked (on SQLite, the database is): only a bug gets here
             raise StoreError(f"{len(ids) - moved} of jobs {sorted(ids)} left {state} while being claimed")
-        rows = list(jobs.filter(id__in=ids).order_by("due_at", "id").values_list(*CLAIMED_FIELDS))
+        rows = list(
+            jobs.filter(id__in=ids).order_by("-priority", "due_at", "id").values_list(*CLAIMED_FIELDS)
+        )
         expires = now + lease_duration
         Lease.objects.using(self.using).bulk_create(
             Lease(job_id=r[0], queue=r[2], owner=worker_id, attempt=r[4], claimed_at=now, expires_at=expires)
@@ -246,7 +242,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
         reports: Sequence[OutcomeReport],
         retry: RetryPolicy,
         now: datetime,
-        details: Mapping[int, str] | None = None,
+        details: Mapping[int, OutcomeDetail] | None = None,
     ) -> ReportResult:
         if not reports:
             return ReportResult(applied=frozenset(), stale=frozenset())
@@ -266,7 +262,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
         reports: Sequence[OutcomeReport],
         retry: RetryPolicy,
         now: datetime,
-        details: Mapping[int, str],
+        details: Mapping[int, OutcomeDetail],
     ) -> set[int]:
         """After the database refused a batch: each row alone, and a row it still refuses with a generic
         message and no traceback. Only a refusal of that too (a fault of the store, not of the row) raises."""
@@ -287,7 +283,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
         reports: Sequence[OutcomeReport],
         retry: RetryPolicy,
         now: datetime,
-        details: Mapping[int, str],
+        details: Mapping[int, OutcomeDetail],
     ) -> set[int]:
         """One fenced batch in one transaction: the ids whose outcome applied."""
         with self._write():
@@ -303,20 +299,27 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
                         retry=retry,
                         now=now,
                         detail=details.get(job_id),
+                        started_at=started_at,
                     )
-                    for job_id, attempt in held
+                    for (job_id, attempt), started_at in held.items()
                 ],
                 now,
             )
         return {job_id for job_id, _ in held}
 
-    def _fence(self, worker_id: str, attempts: set[tuple[int, int]], now: datetime) -> set[tuple[int, int]]:
+    def _fence(
+        self, worker_id: str, attempts: set[tuple[int, int]], now: datetime
+    ) -> dict[tuple[int, int], datetime]:
         """Delete the leases this worker still holds, live at ``now``, for these (job, Attempt) pairs.
-        Returns the pairs whose lease passed (at most one per job)."""
+        Returns the pairs whose lease passed (at most one per job), with when each Attempt began."""
         job_ids = list({job_id for job_id, _ in attempts})
         leases = Lease.objects.using(self.using).filter(job_id__in=job_ids, owner=worker_id)
-        live = leases.filter(expires_at__gt=now).select_for_update().values_list("job_id", "attempt")
-        held = {(job_id, attempt) for job_id, attempt in live if (job_id, attempt) in attempts}
+        live = leases.filter(expires_at__gt=now).select_for_update()
+        held = {
+            (job_id, attempt): claimed_at
+            for job_id, attempt, claimed_at in live.values_list("job_id", "attempt", "claimed_at")
+            if (job_id, attempt) in attempts
+        }
         if held:
             Lease.objects.using(self.using).filter(job_id__in=[job_id for job_id, _ in held]).delete()
         return held
@@ -345,6 +348,9 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
             updated = jobs.filter(id__in=ids, state=State.LEASED).update(**values)
             if updated != len(ids):
                 raise StoreError(f"leased jobs {ids} lost their state under a held lease")
+        for change in moves:  # return values are rare and each its own: one UPDATE per job that has one
+            if change.output is not None:
+                jobs.filter(id=change.job_id).update(output_json=change.output)
         largest = max((len(c.message) + len(c.detail) + len(c.worker) for c in moves), default=0)
         Outcome.objects.using(self.using).bulk_create(
             (
@@ -356,6 +362,8 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
                     state_after=c.state,
                     message=c.message,
                     detail=c.detail,
+                    error_type=c.error_type,
+                    started_at=c.started_at,
                     recorded_at=now,
                 )
                 for c in moves
@@ -390,10 +398,10 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
         with self._write():
             lapsed = Lease.objects.using(self.using).filter(queue__in=list(queues), expires_at__lte=now)
             picked = lapsed.order_by("expires_at").select_for_update(skip_locked=True)
-            leases = list(picked.values_list("job_id", "attempt", "owner")[:max_jobs])
+            leases = list(picked.values_list("job_id", "attempt", "owner", "claimed_at")[:max_jobs])
             if not leases:
                 return 0
-            ids = [job_id for job_id, _, _ in leases]
+            ids = [job_id for job_id, *_ in leases]
             Lease.objects.using(self.using).filter(job_id__in=ids).delete()
             rows = Job.objects.using(self.using).filter(id__in=ids)
             info = {i: (m, c) for i, m, c in rows.values_list("id", "max_attempts", "cancel_requested")}
@@ -407,8 +415,9 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
                         cancel_requested=info[job_id][1],
                         retry=retry,
                         now=now,
+                        started_at=claimed_at,
                     )
-                    for job_id, attempt, owner in leases
+                    for job_id, attempt, owner, claimed_at in leases
                 ],
                 now,
             )
@@ -442,17 +451,24 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
     def requeue(self, job_id: int, *, actor: str, now: datetime) -> RequeueResult:
         with self._write():
             found = Job.objects.using(self.using).select_for_update().filter(id=job_id)
-            row = found.values_list("state", "queue").first()
+            row = found.values_list("state", "queue", "wire_name", "unique_key").first()
             if row is None or not changes.can_requeue(State(row[0])):
                 return RequeueResult.NOT_REQUEUEABLE
-            found.update(
-                state=State.SCHEDULED,
-                attempt=0,
-                due_at=now,
-                terminal_at=None,
-                terminal_cause="",
-                cancel_requested=False,
-            )
+            if row[3] is not None and inserts.live_holder(self, row[2], row[3]) is not None:
+                return RequeueResult.KEY_TAKEN
+            try:
+                with transaction.atomic(using=self.using):  # a savepoint: the key may be taken meanwhile
+                    found.update(
+                        state=State.SCHEDULED,
+                        attempt=0,
+                        due_at=now,
+                        terminal_at=None,
+                        terminal_cause="",
+                        cancel_requested=False,
+                        output_json=None,
+                    )
+            except IntegrityError:
+                return RequeueResult.KEY_TAKEN
             self._audit(actor, AuditRecord.Action.REQUEUE, job_id, now)
             self._hint_this_process([row[1]])
         return RequeueResult.REQUEUED
@@ -539,7 +555,12 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
         return min(present) if present else None
 
     def get_job(self, job_id: int) -> JobView | None:
-        row = Job.objects.using(self.using).filter(id=job_id).values(*_JOB_FIELDS).first()
+        row = (
+            Job.objects.using(self.using)
+            .filter(id=job_id)
+            .values(*_JOB_FIELDS, output=F("output_json"))
+            .first()
+        )
         return None if row is None else JobView(**{**row, "state": State(row["state"])})
 
     def get_lease(self, job_id: int) -> LeaseView | None:
@@ -548,7 +569,10 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
         return None if row is None else LeaseView(**row)
 
     def list_outcomes(self, job_id: int) -> list[OutcomeView]:
-        fields = ("job_id", "attempt", "worker", "kind", "state_after", "message", "detail", "recorded_at")
+        fields = (
+            "job_id", "attempt", "worker", "kind", "state_after", "message", "detail", "recorded_at",
+            "error_type", "started_at",
+        )  # fmt: skip
         rows = Outcome.objects.using(self.using).filter(job_id=job_id).order_by("id").values(*fields)
         return [
             OutcomeView(**{**r, "kind": OutcomeKind(r["kind"]), "state_after": State(r["state_after"])})

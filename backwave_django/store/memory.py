@@ -42,6 +42,7 @@ from .contract import (
     JobView,
     LeaseView,
     NewJob,
+    OutcomeDetail,
     OutcomeView,
     PumpView,
     QueueView,
@@ -51,6 +52,7 @@ from .contract import (
     StoreError,
 )
 from .memory_scheduling import MemorySchedulingMixin
+from .order import inserts_order
 
 
 class TransientFault(ConnectionError):
@@ -103,8 +105,12 @@ class MemoryStore(MemorySchedulingMixin):
         self._schedules: dict[str, ScheduleView] = {}
         self._live_runs: Counter[str] = Counter()  # live (not terminal) jobs per schedule that minted them
         self._ticks: set[tuple[str, datetime]] = set()  # (schedule, tick) of every minted job stored
-        # Scheduled jobs per queue as sorted (due_at, id): claims and due times read the front, never scan.
-        self._waiting: dict[str, list[tuple[datetime, int]]] = {}
+        # Scheduled jobs per queue and priority as sorted (due_at, id): claims and due times read the fronts,
+        # never scan.
+        self._waiting: dict[str, dict[int, list[tuple[datetime, int]]]] = {}
+        self._keys: dict[
+            tuple[str, str], int
+        ] = {}  # (wire name, unique key) -> the unfinished job holding it
         self._next_id = 1
 
     def _put(self, job: JobView) -> None:
@@ -113,8 +119,10 @@ class MemoryStore(MemorySchedulingMixin):
         if old is not None and old.state is State.SCHEDULED:
             self._unwait(old)
         if job.state is State.SCHEDULED:
-            bisect.insort(self._waiting.setdefault(job.queue, []), (job.due_at, job.id))
+            by_priority = self._waiting.setdefault(job.queue, {})
+            bisect.insort(by_priority.setdefault(job.priority, []), (job.due_at, job.id))
         self._jobs[job.id] = job
+        self._hold_key(old, job)
         if old is not None and old.schedule is not None and not old.state.is_terminal:
             self._live_runs[old.schedule] -= 1
         if job.schedule is not None and not job.state.is_terminal:
@@ -123,13 +131,47 @@ class MemoryStore(MemorySchedulingMixin):
             self._ticks.add((job.schedule, job.scheduled_for))
 
     def _unwait(self, job: JobView) -> None:
-        waiting = self._waiting[job.queue]
+        by_priority = self._waiting[job.queue]
+        waiting = by_priority[job.priority]
         del waiting[bisect.bisect_left(waiting, (job.due_at, job.id))]
+        if not waiting:
+            del by_priority[job.priority]
+
+    def _hold_key(self, old: JobView | None, job: JobView | None) -> None:
+        """Keep the unique-key index in step: an unfinished job holds its key, a finished one frees it."""
+        for view, holds in ((old, False), (job, True)):
+            if view is None or view.unique_key is None:
+                continue
+            key = (view.wire_name, view.unique_key)
+            if holds and not view.state.is_terminal:
+                self._keys[key] = view.id
+            elif self._keys.get(key) == view.id:
+                del self._keys[key]
+
+    def _due(self, queue: str, now: datetime, take: int) -> list[int]:
+        """Up to ``take`` scheduled jobs of ``queue`` due at ``now``, in claim order (priority, due, id)."""
+        found: list[int] = []
+        for priority in sorted(self._waiting.get(queue, {}), reverse=True):
+            waiting = self._waiting[queue][priority]
+            found += [job_id for _, job_id in waiting[: bisect.bisect_right(waiting, (now, 1 << 63))]]
+            if len(found) >= take:
+                break
+        return found[:take]
+
+    def _first_due(self, queue: str, after: datetime | None = None) -> datetime | None:
+        """The earliest due time of ``queue``'s scheduled jobs (strictly after ``after``, when given)."""
+        times = []
+        for waiting in self._waiting.get(queue, {}).values():
+            first = 0 if after is None else bisect.bisect_right(waiting, (after, 1 << 63))
+            if first < len(waiting):
+                times.append(waiting[first][0])
+        return min(times, default=None)
 
     def _drop(self, job_id: int) -> None:
         job = self._jobs.pop(job_id)
         if job.state is State.SCHEDULED:
             self._unwait(job)
+        self._hold_key(job, None)
         if job.schedule is not None and not job.state.is_terminal:
             self._live_runs[job.schedule] -= 1
         self._outcomes.pop(job_id, None)
@@ -174,22 +216,29 @@ class MemoryStore(MemorySchedulingMixin):
             check_new_job(new, max_payload_bytes)
         with self._lock:
             self._fault("enqueue", "before")
-            ids = []
-            for new in jobs:
+            done: dict[int, EnqueuedJob] = {}
+            due = set()
+            for position in inserts_order(jobs):  # the database stores' order: plain jobs, then by key
+                new = jobs[position]
+                holder = self._keys.get((new.wire_name, new.unique_key)) if new.unique_key else None
+                if holder is not None:
+                    done[position] = EnqueuedJob(id=holder, duplicate=True)
+                    continue
                 job_id, self._next_id = self._next_id, self._next_id + 1
                 self._put(JobView(
                     id=job_id, wire_name=new.wire_name, queue=new.queue, payload=new.payload,
                     state=State.SCHEDULED, attempt=0, max_attempts=new.max_attempts, due_at=new.due_at,
                     created_at=now, terminal_at=None, terminal_cause="", cancel_requested=False,
-                    timeout=new.timeout,
+                    timeout=new.timeout, priority=new.priority, unique_key=new.unique_key,
                 ))  # fmt: skip
-                ids.append(EnqueuedJob(id=job_id))
+                done[position] = EnqueuedJob(id=job_id)
+                if new.due_at <= now:
+                    due.add(new.queue)
                 self._observed("enqueue", now, None, self._jobs[job_id])
-            due = sorted({new.queue for new in jobs if new.due_at <= now})
             self._fault("enqueue", "after")
         if due and self.hints is not None:
-            self.hints(due)
-        return ids
+            self.hints(sorted(due))
+        return [done[position] for position in range(len(jobs))]
 
     # -- the Pump's cycle ---------------------------------------------------------------------------
 
@@ -211,9 +260,7 @@ class MemoryStore(MemorySchedulingMixin):
                 take = min(max_jobs - len(claimed), self._free_slots(queue))
                 if take <= 0:
                     continue
-                waiting = self._waiting.get(queue, [])
-                due = waiting[: bisect.bisect_right(waiting, (now, 1 << 63))][:take]
-                for _, job_id in due:
+                for job_id in self._due(queue, now, take):
                     claimed.append(self._lease(self._jobs[job_id], worker_id, now, lease_duration))
             self._fault("claim", "after")
         return claimed
@@ -239,7 +286,7 @@ class MemoryStore(MemorySchedulingMixin):
         return ClaimedJob(
             id=job.id, wire_name=job.wire_name, queue=job.queue, payload=job.payload, attempt=job.attempt,
             max_attempts=job.max_attempts, due_at=job.due_at, timeout=job.timeout,
-            scheduled_for=job.scheduled_for,
+            scheduled_for=job.scheduled_for, created_at=job.created_at,
         )  # fmt: skip
 
     def report(
@@ -249,7 +296,7 @@ class MemoryStore(MemorySchedulingMixin):
         reports: Sequence[OutcomeReport],
         retry: RetryPolicy,
         now: datetime,
-        details: Mapping[int, str] | None = None,
+        details: Mapping[int, OutcomeDetail] | None = None,
     ) -> ReportResult:
         if not reports:
             return ReportResult(applied=frozenset(), stale=frozenset())
@@ -299,7 +346,7 @@ class MemoryStore(MemorySchedulingMixin):
             if move.is_terminal:
                 job = replace(
                     job, state=move.state, attempt=attempt, terminal_at=now, terminal_cause=change.message,
-                    cancel_requested=False,
+                    cancel_requested=False, output=change.output,
                 )  # fmt: skip
             elif move.due_at is not None:
                 job = replace(job, state=move.state, attempt=attempt, due_at=move.due_at)
@@ -315,6 +362,8 @@ class MemoryStore(MemorySchedulingMixin):
                 message=change.message,
                 detail=change.detail,
                 recorded_at=now,
+                error_type=change.error_type,
+                started_at=lease.claimed_at if lease is not None else change.started_at,
             )
             self._outcomes.setdefault(job.id, []).append(outcome)
             self._observed(operation, now, before, job, lease_before=lease, outcome=outcome)
@@ -404,9 +453,11 @@ class MemoryStore(MemorySchedulingMixin):
             job = self._jobs.get(job_id)
             if job is None or not changes.can_requeue(job.state):
                 return RequeueResult.NOT_REQUEUEABLE
+            if job.unique_key is not None and (job.wire_name, job.unique_key) in self._keys:
+                return RequeueResult.KEY_TAKEN
             after = replace(
                 job, state=State.SCHEDULED, attempt=0, due_at=now, terminal_at=None, terminal_cause="",
-                cancel_requested=False,
+                cancel_requested=False, output=None,
             )  # fmt: skip
             self._put(after)
             self._observed("requeue", now, job, after)
@@ -469,7 +520,7 @@ class MemoryStore(MemorySchedulingMixin):
     def next_due(self, queues: Sequence[str], *, now: datetime) -> datetime | None:
         with self._lock:
             paused = {q for q, s in self._queues.items() if s.paused}
-            times = [self._waiting[q][0][0] for q in queues if self._waiting.get(q) and q not in paused]
+            times = [t for q in queues if q not in paused and (t := self._first_due(q)) is not None]
         return max(min(times), now) if times else None
 
     def next_lease_expiry(self, queues: Sequence[str]) -> datetime | None:
@@ -481,10 +532,9 @@ class MemoryStore(MemorySchedulingMixin):
         with self._lock:
             times = []
             for queue in set(queues):
-                waiting = self._waiting.get(queue, [])
-                later = bisect.bisect_right(waiting, (after, 1 << 63))
-                if later < len(waiting):
-                    times.append(waiting[later][0])
+                first = self._first_due(queue, after)
+                if first is not None:
+                    times.append(first)
             times += [lease.expires_at for lease in self._leases.values() if lease.queue in queues]
         present = [t for t in times if t > after]
         return min(present) if present else None

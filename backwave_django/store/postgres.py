@@ -29,7 +29,7 @@ from ..core.transitions import CLAIMABLE
 from . import changes
 from .bounds import check_new_job
 from .changes import Change
-from .contract import HINT_CHANNEL, EnqueuedJob, NewJob, StoreError
+from .contract import HINT_CHANNEL, EnqueuedJob, NewJob, OutcomeDetail, StoreError
 from .django import DjangoStore
 
 #: The first key of our two-key advisory locks, so they never collide with an application's own.
@@ -49,15 +49,16 @@ POOLER_HINT = (
 _INSERT_COLUMNS = """
     INSERT INTO backwave_django_job
         (wire_name, queue, payload, state, attempt, max_attempts, due_at, created_at, terminal_cause,
-         cancel_requested, timeout)
+         cancel_requested, timeout, priority)
 """
 
 ENQUEUE = f"""
 WITH inserted AS (
     {_INSERT_COLUMNS}
-    SELECT w, q, p, 'scheduled', 0, m, d, %s, '', false, t
-    FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::timestamptz[], %s::interval[])
-        WITH ORDINALITY AS u(w, q, p, m, d, t, n)
+    SELECT w, q, p, 'scheduled', 0, m, d, %s, '', false, t, r
+    FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::timestamptz[], %s::interval[],
+                %s::smallint[])
+        WITH ORDINALITY AS u(w, q, p, m, d, t, r, n)
     ORDER BY n
     RETURNING id
 ), hinted AS (
@@ -70,12 +71,23 @@ SELECT id, (SELECT count(*) FROM hinted) FROM inserted
 ENQUEUE_ONE = f"""
 WITH inserted AS (
     {_INSERT_COLUMNS}
-    VALUES (%s, %s, %s, 'scheduled', 0, %s, %s, %s, '', false, %s::interval)
+    VALUES (%s, %s, %s, 'scheduled', 0, %s, %s, %s, '', false, %s::interval, %s)
     RETURNING id
 ), hinted AS (
     SELECT pg_notify(%s, %s) WHERE %s
 )
 SELECT id, (SELECT count(*) FROM hinted) FROM inserted
+"""
+
+#: One job with a unique key: written unless an unfinished job of its wire name holds the key (the partial
+#: unique index ``backwave_job_unique_live`` decides, waiting for a concurrent holder to commit or roll back).
+ENQUEUE_KEYED = f"""
+    {_INSERT_COLUMNS.replace("priority)", "priority, unique_key)")}
+    VALUES (%s, %s, %s, 'scheduled', 0, %s, %s, %s, '', false, %s::interval, %s, %s)
+    ON CONFLICT (wire_name, unique_key)
+        WHERE unique_key IS NOT NULL AND state IN ('scheduled', 'awaiting_parent', 'leased')
+    DO NOTHING
+    RETURNING id
 """
 
 #: Takes each queue's advisory lock shared (operator changes take it exclusive) and reads its settings.
@@ -95,20 +107,20 @@ WITH picked AS (
           SELECT 1 FROM backwave_django_queuesettings s
           WHERE s.queue = %(queue)s AND (s.paused OR s.concurrency_limit IS NOT NULL)
       )
-    ORDER BY due_at, id
+    ORDER BY priority DESC, due_at, id
     LIMIT %(take)s
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE backwave_django_job j SET state = '{State.LEASED}', attempt = j.attempt + 1
     FROM picked WHERE j.id = picked.id
     RETURNING j.id, j.wire_name, j.queue, j.payload, j.attempt, j.max_attempts, j.due_at, j.timeout,
-        j.scheduled_for
+        j.scheduled_for, j.created_at, j.priority
 ), leased AS (
     INSERT INTO backwave_django_lease (job_id, queue, owner, attempt, claimed_at, expires_at)
     SELECT id, queue, %(owner)s, attempt, %(now)s, %(expires)s FROM claimed
 )
-SELECT id, wire_name, queue, payload, attempt, max_attempts, due_at, timeout, scheduled_for
-FROM claimed ORDER BY due_at, id
+SELECT id, wire_name, queue, payload, attempt, max_attempts, due_at, timeout, scheduled_for, created_at
+FROM claimed ORDER BY priority DESC, due_at, id
 """
 
 #: Moves as parallel arrays: for each row the move without a cancel request and the move with one
@@ -117,14 +129,15 @@ CHANGES = """
     SELECT * FROM unnest(
         %(ids)s::bigint[], %(attempts)s::int[], %(kinds)s::text[], %(workers)s::text[], %(details)s::text[],
         %(states)s::text[], %(dues)s::timestamptz[], %(causes)s::text[], %(deltas)s::int[],
-        %(states_c)s::text[], %(dues_c)s::timestamptz[], %(causes_c)s::text[], %(deltas_c)s::int[]
+        %(states_c)s::text[], %(dues_c)s::timestamptz[], %(causes_c)s::text[], %(deltas_c)s::int[],
+        %(error_types)s::text[], %(outputs)s::text[], %(starts)s::timestamptz[]
     ) AS t(job_id, attempt, kind, worker, detail, state, due_at, cause, delta,
-           state_c, due_at_c, cause_c, delta_c)
+           state_c, due_at_c, cause_c, delta_c, error_type, output, started_at)
 """
 
 _MOVE_AND_LOG = """
 chosen AS (
-    SELECT c.job_id, c.attempt, c.kind, c.worker, c.detail,
+    SELECT c.job_id, c.attempt, c.kind, c.worker, c.detail, c.error_type, {started} AS started_at, c.output,
            CASE WHEN j.cancel_requested THEN c.state_c ELSE c.state END AS state,
            CASE WHEN j.cancel_requested THEN c.due_at_c ELSE c.due_at END AS due_at,
            CASE WHEN j.cancel_requested THEN c.cause_c ELSE c.cause END AS cause,
@@ -137,20 +150,26 @@ chosen AS (
         due_at = COALESCE(x.due_at, j.due_at),
         terminal_at = CASE WHEN x.state = 'scheduled' THEN NULL ELSE %(now)s END,
         terminal_cause = CASE WHEN x.state = 'scheduled' THEN j.terminal_cause ELSE x.cause END,
-        cancel_requested = CASE WHEN x.state = 'scheduled' THEN j.cancel_requested ELSE false END
+        cancel_requested = CASE WHEN x.state = 'scheduled' THEN j.cancel_requested ELSE false END,
+        output = CASE WHEN x.state = 'succeeded' THEN x.output ELSE j.output END
     FROM chosen x
     WHERE j.id = x.job_id AND j.state = 'leased'
     RETURNING j.id
 ), logged AS (
     INSERT INTO backwave_django_outcome
-        (job_id, attempt, worker, kind, state_after, message, detail, recorded_at)
-    SELECT x.job_id, x.attempt, x.worker, x.kind, x.state, x.cause, x.detail, %(now)s
+        (job_id, attempt, worker, kind, state_after, message, detail, recorded_at, error_type, started_at)
+    SELECT x.job_id, x.attempt, x.worker, x.kind, x.state, x.cause, x.detail, %(now)s, x.error_type,
+           x.started_at
     FROM chosen x JOIN moved m ON m.id = x.job_id
 )
 """
 
 #: Leases already deleted by the caller (the expiry sweep): move the jobs and write one Outcome each.
-APPLY = f"WITH changes AS ({CHANGES}),{_MOVE_AND_LOG.format(source='changes c')} SELECT id FROM moved"
+APPLY = (
+    f"WITH changes AS ({CHANGES}),"
+    + _MOVE_AND_LOG.format(source="changes c", started="c.started_at")
+    + " SELECT id FROM moved"
+)
 
 #: The fenced report: delete the leases this worker still holds for these Attempts (live at ``now``), move
 #: the jobs (each by the move for the cancel flag it reads) and log the outcomes.
@@ -158,8 +177,11 @@ REPORT = (
     f"WITH changes AS ({CHANGES}), fenced AS ("
     " DELETE FROM backwave_django_lease l USING changes c"
     " WHERE l.job_id = c.job_id AND l.attempt = c.attempt AND l.owner = %(owner)s AND l.expires_at > %(now)s"
-    " RETURNING l.job_id, l.attempt),"
-    + _MOVE_AND_LOG.format(source="changes c JOIN fenced f ON f.job_id = c.job_id AND f.attempt = c.attempt")
+    " RETURNING l.job_id, l.attempt, l.claimed_at),"
+    + _MOVE_AND_LOG.format(
+        source="changes c JOIN fenced f ON f.job_id = c.job_id AND f.attempt = c.attempt",
+        started="f.claimed_at",
+    )
     + " SELECT 'fenced', job_id FROM fenced UNION ALL SELECT 'moved', id FROM moved"
 )
 
@@ -191,6 +213,9 @@ def _arrays(pairs: Sequence[tuple[Change, Change]]) -> dict[str, list[Any]]:
         "dues_c": [flagged.move.due_at for _, flagged in pairs],
         "causes_c": [flagged.message for _, flagged in pairs],
         "deltas_c": [flagged.move.attempt_delta for _, flagged in pairs],
+        "error_types": [clear.error_type for clear, _ in pairs],
+        "outputs": [clear.output for clear, _ in pairs],
+        "starts": [clear.started_at for clear, _ in pairs],
     }
 
 
@@ -291,6 +316,8 @@ class PostgresStore(DjangoStore):
             raise
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
+        if any(new.unique_key is not None for new in jobs):
+            return super().enqueue(jobs, now=now, max_payload_bytes=max_payload_bytes)  # one by one
         for new in jobs:
             check_new_job(new, max_payload_bytes)
         if not jobs:
@@ -299,7 +326,8 @@ class PostgresStore(DjangoStore):
         if len(jobs) == 1:
             new = jobs[0]
             one = [new.wire_name, new.queue, new.payload, new.max_attempts, new.due_at, now, new.timeout]
-            rows = self._rows(ENQUEUE_ONE, [*one, HINT_CHANNEL, new.queue, bool(due_queues)], prepare=True)
+            params = [*one, new.priority, HINT_CHANNEL, new.queue, bool(due_queues)]
+            rows = self._rows(ENQUEUE_ONE, params, prepare=True)
         else:
             params = [
                 now,
@@ -309,6 +337,7 @@ class PostgresStore(DjangoStore):
                 [new.max_attempts for new in jobs],
                 [new.due_at for new in jobs],
                 [new.timeout for new in jobs],
+                [new.priority for new in jobs],
                 HINT_CHANNEL,
                 due_queues,
             ]
@@ -316,6 +345,11 @@ class PostgresStore(DjangoStore):
         if due_queues:
             self._hint_this_process(due_queues)
         return [EnqueuedJob(id=job_id) for job_id in sorted(row[0] for row in rows)]
+
+    def _insert_keyed(self, new: NewJob, now: datetime) -> int | None:
+        one = [new.wire_name, new.queue, new.payload, new.max_attempts, new.due_at, now, new.timeout]
+        rows = self._rows(ENQUEUE_KEYED, [*one, new.priority, new.unique_key])
+        return rows[0][0] if rows else None
 
     def _queue_settings(self, queues: Sequence[str]) -> dict[str, tuple[bool, int | None]]:
         rows = self._rows(LOCK_AND_READ_SETTINGS, [ADVISORY_CLASS, list(queues)])
@@ -349,7 +383,7 @@ class PostgresStore(DjangoStore):
         reports: Sequence[OutcomeReport],
         retry: RetryPolicy,
         now: datetime,
-        details: Mapping[int, str],
+        details: Mapping[int, OutcomeDetail],
     ) -> set[int]:
         pairs = [
             tuple(

@@ -7,6 +7,7 @@ DATABASE_URL picks the database: unset means a SQLite file beside this project (
 import json
 from pathlib import Path
 
+import django
 import environ
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -86,6 +87,13 @@ BACKWAVE = {
         },
     },
 }
+if django.VERSION >= (6, 0):  # Django's Tasks framework, on backwave (backwave_django.tasks)
+    TASKS = {
+        "default": {
+            "BACKEND": "backwave_django.tasks.BackwaveBackend",
+            "QUEUES": ["default", "emails", "reports"],
+        }
+    }
 # Tests and the torture run start worker processes with other settings: BACKWAVE_JSON replaces the dict.
 if env.str("BACKWAVE_JSON", default=""):
     BACKWAVE = {**json.loads(env.str("BACKWAVE_JSON")), "MANIFEST_PATH": BACKWAVE["MANIFEST_PATH"]}

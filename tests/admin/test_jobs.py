@@ -271,3 +271,36 @@ def test_cancel_asks_for_confirmation_first(operator: Client) -> None:
     assert "Are you sure you want to cancel" in response.content.decode()
     job.refresh_from_db()
     assert job.state == Job.State.SCHEDULED
+
+
+def succeeded_with_output() -> Job:
+    job = JobFactory(
+        state=Job.State.SUCCEEDED, priority=7, unique_key="invoice-42", output_json='{"total":"12.50"}'
+    )
+    Outcome.objects.create(
+        job=job, attempt=1, worker="w", kind=Outcome.Kind.FAILED, state_after=Job.State.SCHEDULED,
+        message="KeyError: x", error_type="builtins.KeyError", started_at=T0, recorded_at=T0,
+    )  # fmt: skip
+    return job
+
+
+def test_the_detail_shows_priority_unique_key_output_and_each_attempts_exception(operator: Client) -> None:
+    job = succeeded_with_output()
+    seen = operator.get(f"{JOBS}{job.id}/change/").content.decode()
+    assert "invoice-42" in seen and "builtins.KeyError" in seen
+    assert "{&quot;total&quot;:&quot;12.50&quot;}" in seen
+
+
+def test_a_view_only_user_sees_the_unique_key_but_not_the_output(viewer: Client) -> None:
+    job = succeeded_with_output()
+    hidden = viewer.get(f"{JOBS}{job.id}/change/").content.decode()
+    assert "12.50" not in hidden and "invoice-42" in hidden and "builtins.KeyError" in hidden
+
+
+def test_requeue_of_a_job_whose_unique_key_is_taken_is_skipped_with_the_reason(operator: Client) -> None:
+    stuck = dead(unique_key="k")
+    JobFactory(unique_key="k")  # an unfinished job of the same wire name holds the key now
+    response = post_action(operator, DEAD, "requeue", [stuck], confirmed="yes")
+    assert "holds its unique key (1)" in response.content.decode()  # type: ignore[attr-defined]
+    stuck.refresh_from_db()
+    assert stuck.state == Job.State.DEAD_LETTERED

@@ -15,7 +15,14 @@ from typing import Any, Protocol
 from backwave_django.core.records import ClaimedJob, HeartbeatResult, OutcomeKind, OutcomeReport
 from backwave_django.core.retry import RetryPolicy
 from backwave_django.core.states import State
-from backwave_django.store.contract import EnqueuedJob, JobStore, JobView, NewJob, ReportResult
+from backwave_django.store.contract import (
+    EnqueuedJob,
+    JobStore,
+    JobView,
+    NewJob,
+    OutcomeDetail,
+    ReportResult,
+)
 from backwave_django.store.memory import MemoryStore
 
 from ..conftest import LEASE, T0
@@ -41,6 +48,8 @@ def new_job(
     max_attempts: int = 3,
     payload: str = "{}",
     timeout: timedelta | None = None,
+    priority: int = 0,
+    unique_key: str | None = None,
 ) -> NewJob:
     return NewJob(
         wire_name=wire_name,
@@ -49,6 +58,8 @@ def new_job(
         max_attempts=max_attempts,
         payload=payload,
         timeout=timeout,
+        priority=priority,
+        unique_key=unique_key,
     )
 
 
@@ -108,7 +119,7 @@ def report(
     worker: str = WORKER,
     now: datetime = T0,
     retry: RetryPolicy = RETRY,
-    details: dict[int, str] | None = None,
+    details: dict[int, OutcomeDetail] | None = None,
 ) -> ReportResult:
     return store.report(worker_id=worker, reports=list(reports), retry=retry, now=now, details=details)
 

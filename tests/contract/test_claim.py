@@ -47,6 +47,7 @@ def test_a_claim_leases_a_due_job_and_starts_attempt_one(store):
             max_attempts=4,
             due_at=T0,
             timeout=timedelta(seconds=7),
+            created_at=T0,
         )
     ]
     stored = job(store, new.id)

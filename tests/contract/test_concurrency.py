@@ -289,3 +289,38 @@ def test_no_claim_started_after_a_first_ever_pause_returns_gets_work(db_store, r
         # before the pause may still commit just after it returns (it is ordered before the pause); one that
         # starts later gets nothing.
         assert inspect(db_store).leased_in(queue) == results["pauser"]
+
+
+def test_concurrent_enqueues_of_one_unique_key_leave_exactly_one_job(db_store, row_locks):
+    """Eight threads, each on its own connection and in its own transaction, enqueue the same keys at once
+    (each a batch with a key of its own and the shared ones): one job per key is written, every thread gets
+    its id back, and the others are marked duplicates."""
+    shared = [f"invoice-{n}" for n in range(20)]
+    start = threading.Barrier(8)
+
+    def enqueue_keys(n: int) -> list[tuple[str, int, bool]]:
+        keys = [*shared, f"own-{n}"]
+        random.Random(n).shuffle(keys)
+        start.wait()
+        from django.db import transaction
+
+        with transaction.atomic():
+            done = db_store.enqueue(
+                [new_job(unique_key=key) for key in keys], now=T0, max_payload_bytes=MAX_PAYLOAD
+            )
+        return [(key, d.id, d.duplicate) for key, d in zip(keys, done, strict=True)]
+
+    results = run_threads({f"t{n}": (lambda n=n: enqueue_keys(n)) for n in range(8)})
+
+    by_key: dict[str, set[int]] = {}
+    written: Counter[str] = Counter()
+    for rows in results.values():
+        for key, job_id, duplicate in rows:
+            by_key.setdefault(key, set()).add(job_id)
+            written[key] += not duplicate
+    assert all(len(ids) == 1 for ids in by_key.values()), "threads were given different jobs for one key"
+    assert set(written.values()) == {1}, "a key was written twice, or never"
+    assert len(by_key) == 28
+    for key, (job_id,) in by_key.items():
+        view = db_store.get_job(job_id)
+        assert view is not None and view.unique_key == key and view.state is State.SCHEDULED

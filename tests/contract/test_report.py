@@ -11,7 +11,7 @@ import pytest
 from backwave_django.core.records import OutcomeKind, OutcomeReport
 from backwave_django.core.retry import RetryPolicy
 from backwave_django.core.states import TRANSITIONS, State
-from backwave_django.store.contract import MAX_DETAIL_BYTES
+from backwave_django.store.contract import MAX_DETAIL_BYTES, OutcomeDetail
 
 from ..conftest import LEASE, T0
 from .support import (
@@ -400,7 +400,7 @@ def test_failure_detail_is_stored_on_the_outcome(store, leased):
         store,
         outcome(leased, OutcomeKind.FAILED, message="ValueError: bad"),
         now=SOON,
-        details={leased.id: detail},
+        details={leased.id: OutcomeDetail(traceback=detail)},
     )
 
     [row] = store.list_outcomes(leased.id)
@@ -410,7 +410,12 @@ def test_failure_detail_is_stored_on_the_outcome(store, leased):
 def test_failure_detail_is_cut_to_8_kib_keeping_its_end_without_splitting_a_character(store, leased):
     detail = "€" * 5000  # three bytes each: 15000 bytes, and 8192 is not a multiple of three
 
-    report(store, outcome(leased, OutcomeKind.FAILED), now=SOON, details={leased.id: detail})
+    report(
+        store,
+        outcome(leased, OutcomeKind.FAILED),
+        now=SOON,
+        details={leased.id: OutcomeDetail(traceback=detail)},
+    )
 
     stored = store.list_outcomes(leased.id)[0].detail
     assert len(stored.encode("utf-8")) <= MAX_DETAIL_BYTES
@@ -419,7 +424,12 @@ def test_failure_detail_is_cut_to_8_kib_keeping_its_end_without_splitting_a_char
 
 def test_failure_detail_within_the_limit_is_kept_whole(store, leased):
     detail = "x" * MAX_DETAIL_BYTES
-    report(store, outcome(leased, OutcomeKind.FAILED), now=SOON, details={leased.id: detail})
+    report(
+        store,
+        outcome(leased, OutcomeKind.FAILED),
+        now=SOON,
+        details={leased.id: OutcomeDetail(traceback=detail)},
+    )
     assert store.list_outcomes(leased.id)[0].detail == detail
 
 
@@ -430,6 +440,6 @@ def test_failure_detail_for_a_stale_report_is_discarded(store, leased):
         outcome(leased, OutcomeKind.FAILED),
         worker=OTHER_WORKER,
         now=SOON,
-        details={leased.id: "trace"},
+        details={leased.id: OutcomeDetail(traceback="trace")},
     )
     assert snapshot(store) == before

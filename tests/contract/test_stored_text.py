@@ -19,7 +19,12 @@ from django.db import DatabaseError, OperationalError, transaction
 from backwave_django.core.health import Health
 from backwave_django.core.records import OutcomeKind
 from backwave_django.core.states import State
-from backwave_django.store.contract import MAX_DETAIL_BYTES, MAX_HEALTH_DETAIL_BYTES, MAX_MESSAGE_BYTES
+from backwave_django.store.contract import (
+    MAX_DETAIL_BYTES,
+    MAX_HEALTH_DETAIL_BYTES,
+    MAX_MESSAGE_BYTES,
+    OutcomeDetail,
+)
 
 from ..conftest import T0
 from .support import OTHER_WORKER, claim, claim_one, enqueue, enqueue_one, job, outcome, report, snapshot
@@ -83,7 +88,7 @@ def test_a_hostile_100k_traceback_is_stored_cleaned_keeping_its_end(store):
         store,
         outcome(claimed, OutcomeKind.FAILED, message="ValueError: bad input"),
         now=SOON,
-        details={claimed.id: LONG_TRACEBACK},
+        details={claimed.id: OutcomeDetail(traceback=LONG_TRACEBACK)},
     )
 
     [row] = store.list_outcomes(claimed.id)
@@ -104,7 +109,7 @@ def test_a_batch_of_hostile_rows_is_written_whole(store):
         store,
         *(outcome(c, OutcomeKind.FAILED, message=m) for c, m in zip(claimed, said, strict=True)),
         now=SOON,
-        details={c.id: LONG_TRACEBACK for c in claimed},
+        details={c.id: OutcomeDetail(traceback=LONG_TRACEBACK) for c in claimed},
     )
 
     assert result.applied == {c.id for c in claimed}
@@ -183,7 +188,10 @@ def test_a_row_the_database_refuses_is_written_with_a_generic_message_and_the_ot
         outcome(failed, OutcomeKind.FAILED, message="ValueError: its own"),
         outcome(foreign, OutcomeKind.SUCCEEDED),
         now=SOON,
-        details={refused.id: "Traceback: refused too", failed.id: "Traceback: its own"},
+        details={
+            refused.id: OutcomeDetail(traceback="Traceback: refused too"),
+            failed.id: OutcomeDetail(traceback="Traceback: its own"),
+        },
     )
 
     assert (result.applied, result.stale) == ({ok.id, refused.id, failed.id}, {foreign.id})

@@ -22,7 +22,7 @@ from backwave_django.core import transitions
 from backwave_django.core.records import OutcomeKind
 from backwave_django.core.retry import RetryPolicy
 from backwave_django.core.states import TRANSITIONS, State
-from backwave_django.store.contract import CancelResult, JobStore, JobView, OutcomeView
+from backwave_django.store.contract import CancelResult, JobStore, JobView, OutcomeDetail, OutcomeView
 
 from ..conftest import LEASE, T0
 from .support import WORKER, claim_one, enqueue_one, job, outcome, report, sweep
@@ -70,7 +70,7 @@ def end(store: JobStore, keys: list[Key], queue: str) -> list[Ending]:
     reports = [
         outcome(c, key[0], message=MESSAGE) for _, c, key in reported if key[0] is not OutcomeKind.EXPIRED
     ]
-    details = {r.job_id: TRACEBACK for r in reports if r.kind is OutcomeKind.FAILED}
+    details = {r.job_id: OutcomeDetail(traceback=TRACEBACK) for r in reports if r.kind is OutcomeKind.FAILED}
     if reports:
         result = report(store, *reports, retry=POLICY, now=REPORTED_AT, details=details)
         assert (result.applied, result.stale) == ({r.job_id for r in reports}, frozenset())
@@ -128,6 +128,7 @@ def expected(key: Key) -> Ending:
             message=cause,
             detail=TRACEBACK if kind is OutcomeKind.FAILED else "",
             recorded_at=ended_at,
+            started_at=T0,  # the claim that began the Attempt
         ),
         leased=False,
     )

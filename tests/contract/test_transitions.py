@@ -20,7 +20,7 @@ import pytest
 from backwave_django.core.records import ClaimedJob, OutcomeKind, OutcomeReport
 from backwave_django.core.retry import RetryPolicy
 from backwave_django.core.states import INITIAL_STATES, TERMINAL_STATES, TRANSITIONS, State
-from backwave_django.store.contract import JobStore, JobView, LeaseView, OutcomeView
+from backwave_django.store.contract import JobStore, JobView, LeaseView, OutcomeDetail, OutcomeView
 
 from ..conftest import T0
 from .support import MAX_PAYLOAD, UNKNOWN_ID, inspect, new_job
@@ -92,7 +92,11 @@ class Walk:
             return
         picked = self.rng.sample(sorted(self.held[worker]), k=self.rng.randint(1, len(self.held[worker])))
         reports = [self._report_for(self.held[worker][i]) for i in picked]
-        details = {r.job_id: "Traceback: boom" for r in reports if r.kind is OutcomeKind.FAILED}
+        details = {
+            r.job_id: OutcomeDetail(traceback="Traceback: boom")
+            for r in reports
+            if r.kind is OutcomeKind.FAILED
+        }
         self.store.report(worker_id=worker, reports=reports, retry=POLICY, now=self.now, details=details)
         for i in picked:
             if self.rng.random() < 0.85:  # now and then a worker reports the same Attempt again later

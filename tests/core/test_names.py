@@ -11,6 +11,7 @@ from backwave_django.core.names import (
     WIRE_NAME_RULE,
     is_queue_name,
     queue_name_problem,
+    unique_key_problem,
     wire_name_problem,
 )
 
@@ -95,3 +96,14 @@ def test_a_long_rejected_value_is_shortened_in_the_message():
     problem = queue_name_problem("x" * 500)
     assert f"'{'x' * 60}'... (500 characters)" in problem
     assert len(problem) < 250
+
+
+@pytest.mark.parametrize("key", ["invoice-42", "a", "k" * 255, "spaces are fine", "ünïcode"])
+def test_a_unique_key_is_one_to_255_characters_without_control_characters(key):
+    assert unique_key_problem(key) is None
+
+
+@pytest.mark.parametrize("key", ["", "k" * 256, "nul\x00", "line\nbreak", "\udcff", 42, None])
+def test_anything_else_is_no_unique_key_and_the_problem_says_why(key):
+    problem = unique_key_problem(key)
+    assert problem is not None and "unique key" in problem

@@ -8,6 +8,7 @@ from django.db import DataError, IntegrityError, OperationalError, ProgrammingEr
 
 from backwave_django.checks import check_database_server, mysql_problems
 from backwave_django.store import faults
+from backwave_django.store.contract import OutcomeDetail
 from backwave_django.store.mysql import LOCK_SLOTS, MySQLStore, QueueLockTimeout, lock_name
 
 MySQLdb = pytest.importorskip("MySQLdb")
@@ -136,6 +137,6 @@ def test_enqueue_and_outcome_batches_larger_than_a_statement_may_be_are_cut_to_f
         OutcomeReport(job_id=c.id, attempt=1, kind=OutcomeKind.FAILED, max_attempts=3, message=text[:2000])
         for c in claimed
     ]
-    details = {c.id: text[:8000] for c in claimed}
+    details = {c.id: OutcomeDetail(traceback=text[:8000]) for c in claimed}
     result = store.report(worker_id="h:1:g:a", reports=reports, retry=RetryPolicy(), now=T0, details=details)
     assert len(result.applied) == 1000

@@ -62,7 +62,11 @@ def start_worker(
 
 
 def test_jobs_of_a_killed_worker_are_finished_by_another_after_their_leases_lapse():
-    created = jobs.sleep.using(queue="default").enqueue_many([{"seconds": 1.0}] * 4)
+    keyed = jobs.sleep.using(queue="default", unique_key="crash-key")
+    created = [
+        *jobs.sleep.using(queue="default").enqueue_many([{"seconds": 1.0}] * 3),
+        keyed.enqueue(seconds=1.0),
+    ]
     first = start_worker()
     try:
         wait_until(lambda: Lease.objects.count() == 4, timeout=30)
@@ -71,11 +75,15 @@ def test_jobs_of_a_killed_worker_are_finished_by_another_after_their_leases_laps
     finally:
         first.kill()
         first.communicate(timeout=10)  # reaps it and closes its pipe
+    again = keyed.enqueue(seconds=1.0)  # the killed Attempt's job still holds its key
+    assert again.duplicate and again.id == created[-1].id
     connection.close()
     second = start_worker("--burst", "--burst-horizon", "10")
     output, _ = second.communicate(timeout=60)
     assert second.returncode == 0, output
     assert Counter(Job.objects.values_list("state", flat=True)) == {"succeeded": 4}, output
+    assert Job.objects.get(id=created[-1].id).unique_key == "crash-key"  # kept through the retry
+    assert not keyed.enqueue(seconds=1.0).duplicate  # and freed once it succeeded
     for job in created:
         trail = list(
             Outcome.objects.filter(job_id=job.id).order_by("attempt").values_list("attempt", "kind", "worker")

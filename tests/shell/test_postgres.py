@@ -109,7 +109,8 @@ def test_a_pump_on_a_server_gone_read_only_25006_degrades_and_recovers_instead_o
             admin.execute(f'ALTER DATABASE "{name}" RESET default_transaction_read_only')
 
 
-def test_connections_stay_bounded_by_the_pool_and_none_is_left_idle_in_transaction(settings):
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_connections_stay_bounded_by_the_pool_and_none_is_left_idle_in_transaction(settings, kind):
     pool_size = 8
     samples: list[tuple[int, int]] = []
     stop = threading.Event()
@@ -132,7 +133,10 @@ def test_connections_stay_bounded_by_the_pool_and_none_is_left_idle_in_transacti
     sampler = threading.Thread(target=sample)
     with running(settings, {"g": group(POOL_SIZE=pool_size)}):
         sampler.start()
-        jobs.orm_query.enqueue_many([{"n": n} for n in range(2000)])
+        if kind == "sync":
+            jobs.orm_query.enqueue_many([{"n": n} for n in range(2000)])
+        else:  # each async Attempt's ORM calls run on a thread and connection of its own
+            jobs.async_orm.enqueue_many([{"name": f"conn-{n % 7}"} for n in range(2000)])
         jobs.raise_mid_transaction.using(max_attempts=1).enqueue_many([{}] * 20)
         connection.close()
         wait_until(

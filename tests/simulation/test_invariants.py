@@ -27,6 +27,7 @@ from backwave_django.simulation.run import Plant, run
 from backwave_django.store.contract import JobView, LeaseView, OutcomeView, QueueView, StoreError
 from backwave_django.store.memory import JobChange, MemoryStore
 
+from .test_feature_invariants import HAND_MADE as FEATURES
 from .test_schedule_invariants import HAND_MADE as SCHEDULES
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -51,7 +52,7 @@ def outcome(
 ) -> OutcomeView:
     fields: dict[str, Any] = dict(
         job_id=1, attempt=attempt, worker=worker, kind=kind, state_after=state, message="", detail="",
-        recorded_at=T0,
+        recorded_at=T0, started_at=T0,
     )  # fmt: skip
     return OutcomeView(**{**fields, **more})
 
@@ -191,7 +192,7 @@ def test_an_attempt_that_skips_a_number_breaks_the_accounting():
 def test_a_clean_life_trips_nothing():
     checker = Checker(lambda: 0)
     held = claimed(checker)
-    checker.returned.add((WORKER, 1, 1))
+    checker.returned[WORKER, 1, 1] = None
     ended(checker, held, OutcomeKind.SUCCEEDED, State.SUCCEEDED)
     checker.audit([replace(held, state=State.SUCCEEDED)], drained=True)
     assert checker.checks > 10 and checker.live == 0
@@ -273,9 +274,9 @@ def test_a_shell_side_invariant_trips_on_a_run_that_breaks_it(name):
     assert outcome.violation is not None and outcome.violation.name == name, outcome.violation
 
 
-def test_a_run_that_never_claims_fails_the_drain():
+def test_a_run_whose_claims_take_nothing_breaks_the_claim_order_before_it_fails_the_drain():
     outcome = run(0, plant=Plant(name="idle", description="", store_class=ClaimsNothing))
-    assert outcome.violation is not None and outcome.violation.name == "DrainLiveness"
+    assert outcome.violation is not None and outcome.violation.name == "ClaimOrder"
 
 
 def test_a_run_past_its_action_budget_is_a_livelock(monkeypatch):
@@ -285,5 +286,5 @@ def test_a_run_past_its_action_budget_is_a_livelock(monkeypatch):
 
 
 def test_every_invariant_has_a_violation_made_by_hand():
-    covered: Sequence[str] = [*HAND_MADE, *SHELL_SIDE, *SCHEDULES, "NoLivelock"]
+    covered: Sequence[str] = [*HAND_MADE, *SHELL_SIDE, *SCHEDULES, *FEATURES, "NoLivelock"]
     assert sorted(covered) == sorted(INVARIANTS)

@@ -71,3 +71,17 @@ def test_a_file_that_does_not_pin_its_scenario_is_refused_with_what_to_do(tmp_pa
     path.write_text('{"seed": 7, "invariant": "NoJobLost", "plan": []}')
     with pytest.raises(ValueError, match="does not pin its scenario"):
         regressions.load(path)
+
+
+def test_a_pinned_scenario_from_before_job_features_reads_with_what_runs_did_then():
+    drawn = draw(4)
+    assert any(job.priority or job.unique_key or job.returns for job in drawn.jobs)
+    old = regressions.plain(drawn)
+    for job in old["jobs"]:
+        for later in ("priority", "unique_key", "returns"):
+            del job[later]
+    pinned = regressions.scenario_from(old)
+    assert all((j.priority, j.unique_key, j.returns) == (0, None, False) for j in pinned.jobs)
+    assert [(j.key, j.at, j.queue, j.duration) for j in pinned.jobs] == [
+        (j.key, j.at, j.queue, j.duration) for j in drawn.jobs
+    ]

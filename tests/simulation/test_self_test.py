@@ -13,7 +13,7 @@ from backwave_django.simulation.plants import PLANTS, hunt
 from backwave_django.simulation.run import run
 
 SEEDS = {
-    "fence-ignores-attempt": (231, "OutcomeFromLeaseHolder"),
+    "fence-ignores-attempt": (118, "OutcomeFromLeaseHolder"),
     "claim-forgets-reservations": (10, "PumpPoolBound"),
     "sweep-ignores-max-attempts": (17, "AttemptCeiling"),
     "release-charges-attempt": (61, "AttemptAccounting"),
@@ -22,6 +22,9 @@ SEEDS = {
     "purge-by-age": (3, "PurgeOnlyFinished"),
     "no-overlap-forgets-live-runs": (2, "NoOverlap"),
     "coalesce-makes-up-every-tick": (27, "CoalesceOneMakeUp"),
+    "claim-ignores-priority": (1, "ClaimOrder"),
+    "unique-key-forgets-leased": (1, "UniqueKeyHeldOnce"),
+    "output-ignores-fence": (357, "OutputFromSuccess"),
 }
 BY_NAME = {plant.name: plant for plant in PLANTS}
 

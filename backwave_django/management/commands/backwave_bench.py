@@ -28,7 +28,12 @@ class Command(BaseCommand):
         add(
             "--single-jobs", type=count, default=2_000, help="Jobs for the one-at-a-time enqueue rate (2000)."
         )
-        add("--workload", choices=["noop", "sleep"], default="noop", help="noop, or a 10 ms sleep per job.")
+        add(
+            "--workload",
+            choices=["noop", "sleep", "async-sleep"],
+            default="noop",
+            help="noop, a 10 ms sleep per job, or an async handler awaiting asyncio.sleep(0.05).",
+        )
         add("--processes", type=count, default=1, help="Worker processes for the drain (1).")
         add("--groups", type=count, default=1, help="Worker groups per process, each its own queue (1).")
         add("--pumps", type=count, default=2, help="PUMPS per worker group (2).")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import django
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
@@ -29,6 +30,14 @@ class Command(BaseCommand):
         flaky_report.enqueue(report_id=7, fail_times=2)
         always_fails.enqueue(reason="this job always raises")
         add.enqueue(amounts=[Decimal("1.25"), Decimal("2.50")])
+        add.using(unique_key="one-sum-at-a-time").enqueue(amounts=[Decimal("10")])
+        duplicate = add.using(unique_key="one-sum-at-a-time").enqueue(amounts=[Decimal("20")])
+        self.stdout.write(f"a second sum with the same unique key was not written: it is job #{duplicate.id}")
+        if django.VERSION >= (6, 0):  # Django's own Tasks framework, on backwave's backend (TASKS)
+            from demo.tasks import greet, word_count
+
+            word_count.enqueue("durable background jobs for Django")
+            greet.enqueue(name="world")
         # A row an older deployment might have left: no handler is registered for it any more.
         Job.objects.create(
             wire_name="demo.retired-job", payload="{}", due_at=timezone.now(), created_at=timezone.now()
@@ -46,7 +55,8 @@ class Command(BaseCommand):
             outcomes = Outcome.objects.filter(job=job).order_by("attempt", "id")
             trail = ", ".join(f"attempt {o.attempt} {o.kind}" for o in outcomes)
             cause = f" ({job.terminal_cause})" if job.terminal_cause else ""
-            self.stdout.write(f"  {job.wire_name} #{job.id}: {job.state}{cause}; {trail}")
+            output = f" -> {job.output!r}" if job.output_json is not None else ""
+            self.stdout.write(f"  {job.wire_name} #{job.id}: {job.state}{cause}{output}; {trail}")
         pending = jobs.filter(state__in=["scheduled", "leased", "awaiting_parent"]).count()
         if pending:
             self.stderr.write(f"{pending} jobs were left unfinished")
