@@ -30,6 +30,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id="backwave.E014",
             )
         )
+    found += _listen_database_problems(settings)
     from . import schedules
     from .registry import registry
 
@@ -48,6 +49,26 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 )
             )
     return found
+
+
+def _listen_database_problems(settings: conf.Settings) -> list[checks.CheckMessage]:
+    """LISTEN_DATABASE is a second route to the jobs' PostgreSQL database, for LISTEN only."""
+    alias = settings.listen_database
+    if alias is None:
+        return []
+    vendors = {name: connections[name].vendor for name in (settings.database, alias)}
+    if set(vendors.values()) == {"postgresql"}:
+        return []
+    return [
+        checks.Error(
+            f"BACKWAVE['LISTEN_DATABASE'] is {alias!r} (a {vendors[alias]} database) for BACKWAVE['DATABASE'] "
+            f"{settings.database!r} (a {vendors[settings.database]} database): wake-up hints are PostgreSQL's "
+            "LISTEN/NOTIFY, so both must be PostgreSQL.",
+            hint="Remove LISTEN_DATABASE (other databases are polled), or point it at an alias that connects "
+            "directly (not through a transaction pooler) to the PostgreSQL database of BACKWAVE['DATABASE'].",
+            id="backwave.E064",
+        )
+    ]
 
 
 @checks.register("backwave", checks.Tags.database)
