@@ -31,8 +31,6 @@ from ..core.schedules import Cadence, MintDecision, Misfire, ScheduleState, Walk
 from ..core.states import State
 from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES
 
-#: The PostgreSQL notification channel of wake-up hints (the payload is the queue name).
-HINT_CHANNEL = "backwave"
 #: A Pump's health detail, in bytes.
 MAX_HEALTH_DETAIL_BYTES = 2000
 #: The largest concurrency limit a queue may have.
@@ -41,7 +39,6 @@ MAX_CONCURRENCY_LIMIT = 1_000_000
 MAX_JOB_ID = 2**63 - 1
 
 __all__ = [
-    "HINT_CHANNEL",
     "MAX_ATTEMPTS_LIMIT",
     "MAX_CONCURRENCY_LIMIT",
     "MAX_DETAIL_BYTES",

@@ -28,7 +28,7 @@ from ..core.states import State
 from . import changes
 from .bounds import check_new_job
 from .changes import Change
-from .contract import HINT_CHANNEL, EnqueuedJob, NewJob, StoreError
+from .contract import EnqueuedJob, NewJob, StoreError
 from .django import DjangoStore
 
 #: The first key of our two-key advisory locks, so they never collide with an application's own.
@@ -241,7 +241,8 @@ class PostgresStore(DjangoStore):
         self._execute(LOCK_QUEUE_EXCLUSIVE, [ADVISORY_CLASS, queue])
 
     def _hint_other_processes(self, queues: Sequence[str]) -> None:
-        self._execute(NOTIFY, [HINT_CHANNEL, list(queues)])  # delivered at commit, and only then
+        # Delivered at commit, and only then, on BACKWAVE['HINT_CHANNEL'].
+        self._execute(NOTIFY, [conf.get().hint_channel, list(queues)])
 
     def _rows(self, sql: str, params: Any, *, prepare: bool = False) -> list[tuple[Any, ...]]:
         """Run one hot statement with server-side binding. It still goes through Django's cursor wrapper,
@@ -286,10 +287,11 @@ class PostgresStore(DjangoStore):
         if not jobs:
             return []
         due_queues = sorted({new.queue for new in jobs if new.due_at <= now})
+        channel = conf.get().hint_channel
         if len(jobs) == 1:
             new = jobs[0]
             one = [new.wire_name, new.queue, new.payload, new.max_attempts, new.due_at, now, new.timeout]
-            rows = self._rows(ENQUEUE_ONE, [*one, HINT_CHANNEL, new.queue, bool(due_queues)], prepare=True)
+            rows = self._rows(ENQUEUE_ONE, [*one, channel, new.queue, bool(due_queues)], prepare=True)
         else:
             params = [
                 now,
@@ -299,7 +301,7 @@ class PostgresStore(DjangoStore):
                 [new.max_attempts for new in jobs],
                 [new.due_at for new in jobs],
                 [new.timeout for new in jobs],
-                HINT_CHANNEL,
+                channel,
                 due_queues,
             ]
             rows = self._rows(ENQUEUE, params, prepare=True)  # one statement: atomic on its own
