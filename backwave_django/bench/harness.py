@@ -348,14 +348,15 @@ def fill_succeeded(options: Options, rows: int, *, age: timedelta = timedelta(0)
         with connection.cursor() as cursor:
             cursor.execute(
                 "INSERT INTO backwave_django_job (wire_name, queue, payload, state, attempt, max_attempts, "
-                "due_at, created_at, terminal_at, terminal_cause, cancel_requested) "
+                "due_at, created_at, terminal_at, terminal_cause, cancel_requested, priority, trace_context) "
                 "SELECT 'backwave.bench.history', %s, '{}', 'succeeded', 1, 10, "
-                "%s, %s, %s, '', false FROM generate_series(1, %s)",
+                "%s, %s, %s, '', false, 0, '' FROM generate_series(1, %s)",
                 [options.history_queue, now - age, now - age, now - age, rows],
             )
             cursor.execute(
                 "INSERT INTO backwave_django_outcome (job_id, attempt, kind, state_after, worker, message, "
-                "detail, recorded_at) SELECT id, 1, 'succeeded', 'succeeded', 'bench', '', '', terminal_at "
+                "detail, recorded_at, error_type) SELECT id, 1, 'succeeded', 'succeeded', 'bench', '', '', "
+                "terminal_at, '' "
                 "FROM backwave_django_job WHERE queue = %s",
                 [options.history_queue],
             )

@@ -48,13 +48,13 @@ POOLER_HINT = (
 _INSERT_COLUMNS = """
     INSERT INTO backwave_django_job
         (wire_name, queue, payload, state, attempt, max_attempts, due_at, created_at, terminal_cause,
-         cancel_requested, timeout)
+         cancel_requested, timeout, priority, trace_context)
 """
 
 ENQUEUE = f"""
 WITH inserted AS (
     {_INSERT_COLUMNS}
-    SELECT w, q, p, 'scheduled', 0, m, d, %s, '', false, t
+    SELECT w, q, p, 'scheduled', 0, m, d, %s, '', false, t, 0, ''
     FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::timestamptz[], %s::interval[])
         WITH ORDINALITY AS u(w, q, p, m, d, t, n)
     ORDER BY n
@@ -69,7 +69,7 @@ SELECT id, (SELECT count(*) FROM hinted) FROM inserted
 ENQUEUE_ONE = f"""
 WITH inserted AS (
     {_INSERT_COLUMNS}
-    VALUES (%s, %s, %s, 'scheduled', 0, %s, %s, %s, '', false, %s::interval)
+    VALUES (%s, %s, %s, 'scheduled', 0, %s, %s, %s, '', false, %s::interval, 0, '')
     RETURNING id
 ), hinted AS (
     SELECT pg_notify(%s, %s) WHERE %s
@@ -141,8 +141,8 @@ chosen AS (
     RETURNING j.id
 ), logged AS (
     INSERT INTO backwave_django_outcome
-        (job_id, attempt, worker, kind, state_after, message, detail, recorded_at)
-    SELECT x.job_id, x.attempt, x.worker, x.kind, x.state, x.cause, x.detail, %(now)s
+        (job_id, attempt, worker, kind, state_after, message, detail, recorded_at, error_type)
+    SELECT x.job_id, x.attempt, x.worker, x.kind, x.state, x.cause, x.detail, %(now)s, ''
     FROM chosen x JOIN moved m ON m.id = x.job_id
 )
 """
