@@ -23,6 +23,7 @@ class ClaimedJob:
     due_at: datetime
     timeout: timedelta | None = None
     scheduled_for: datetime | None = None  # the tick a schedule minted it for
+    trace_context: str = ""  # the W3C trace context it was enqueued in, as JSON; empty: none
 
 
 class OutcomeKind(enum.StrEnum):

@@ -26,6 +26,7 @@ from .contract import StoreError
 #: The columns a claim returns, in the order of :class:`ClaimedJob`'s fields.
 CLAIMED_FIELDS = (
     "id", "wire_name", "queue", "payload", "attempt", "max_attempts", "due_at", "timeout", "scheduled_for",
+    "trace_context",
 )  # fmt: skip
 
 

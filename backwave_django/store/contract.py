@@ -37,6 +37,9 @@ MAX_HEALTH_DETAIL_BYTES = 2000
 MAX_CONCURRENCY_LIMIT = 1_000_000
 #: Job ids are 64-bit.
 MAX_JOB_ID = 2**63 - 1
+#: A job's trace context (``traceparent`` and ``tracestate`` as JSON), in bytes: W3C's tracestate is at most
+#: 512 characters, so this leaves room and no more.
+MAX_TRACE_CONTEXT_BYTES = 1024
 
 __all__ = [
     "MAX_ATTEMPTS_LIMIT",
@@ -46,6 +49,7 @@ __all__ = [
     "MAX_JOB_ID",
     "MAX_MESSAGE_BYTES",
     "MAX_QUEUE_NAME_LENGTH",
+    "MAX_TRACE_CONTEXT_BYTES",
     "MAX_WIRE_NAME_LENGTH",
     "AuditView",
     "CancelResult",
@@ -91,6 +95,8 @@ class NewJob:
     due_at: datetime
     max_attempts: int = 10
     timeout: timedelta | None = None  #: the job's own time limit per Attempt; None: its group's
+    #: The W3C trace context it is enqueued in, as JSON (``backwave_django.telemetry`` writes it); empty: none.
+    trace_context: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,6 +180,7 @@ class JobView:
     timeout: timedelta | None = None
     schedule: str | None = None
     scheduled_for: datetime | None = None
+    trace_context: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -54,6 +54,7 @@ from .scheduling import SchedulingMixin
 _JOB_FIELDS = (
     "id", "wire_name", "queue", "payload", "state", "attempt", "max_attempts", "due_at", "created_at",
     "terminal_at", "terminal_cause", "cancel_requested", "timeout", "schedule", "scheduled_for",
+    "trace_context",
 )  # fmt: skip
 
 
@@ -137,12 +138,13 @@ class DjangoStore(SchedulingMixin):
                 due_at=new.due_at,
                 created_at=now,
                 timeout=new.timeout,
+                trace_context=new.trace_context,
             )
             for new in jobs
         ]
         due_queues = sorted({new.queue for new in jobs if new.due_at <= now})
         with self._write():
-            largest = max(len(new.payload) + len(new.wire_name) for new in jobs)
+            largest = max(len(new.payload) + len(new.wire_name) + len(new.trace_context) for new in jobs)
             Job.objects.using(self.using).bulk_create(rows, batch_size=self._insert_batch_size(largest))
             if due_queues:
                 self._hint_other_processes(due_queues)

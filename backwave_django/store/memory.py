@@ -181,7 +181,7 @@ class MemoryStore(MemorySchedulingMixin):
                     id=job_id, wire_name=new.wire_name, queue=new.queue, payload=new.payload,
                     state=State.SCHEDULED, attempt=0, max_attempts=new.max_attempts, due_at=new.due_at,
                     created_at=now, terminal_at=None, terminal_cause="", cancel_requested=False,
-                    timeout=new.timeout,
+                    timeout=new.timeout, trace_context=new.trace_context,
                 ))  # fmt: skip
                 ids.append(EnqueuedJob(id=job_id))
                 self._observed("enqueue", now, None, self._jobs[job_id])
@@ -239,7 +239,7 @@ class MemoryStore(MemorySchedulingMixin):
         return ClaimedJob(
             id=job.id, wire_name=job.wire_name, queue=job.queue, payload=job.payload, attempt=job.attempt,
             max_attempts=job.max_attempts, due_at=job.due_at, timeout=job.timeout,
-            scheduled_for=job.scheduled_for,
+            scheduled_for=job.scheduled_for, trace_context=job.trace_context,
         )  # fmt: skip
 
     def report(

@@ -54,9 +54,10 @@ _INSERT_COLUMNS = """
 ENQUEUE = f"""
 WITH inserted AS (
     {_INSERT_COLUMNS}
-    SELECT w, q, p, 'scheduled', 0, m, d, %s, '', false, t, 0, ''
-    FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::timestamptz[], %s::interval[])
-        WITH ORDINALITY AS u(w, q, p, m, d, t, n)
+    SELECT w, q, p, 'scheduled', 0, m, d, %s, '', false, t, 0, c
+    FROM unnest(
+        %s::text[], %s::text[], %s::text[], %s::int[], %s::timestamptz[], %s::interval[], %s::text[]
+    ) WITH ORDINALITY AS u(w, q, p, m, d, t, c, n)
     ORDER BY n
     RETURNING id
 ), hinted AS (
@@ -69,7 +70,7 @@ SELECT id, (SELECT count(*) FROM hinted) FROM inserted
 ENQUEUE_ONE = f"""
 WITH inserted AS (
     {_INSERT_COLUMNS}
-    VALUES (%s, %s, %s, 'scheduled', 0, %s, %s, %s, '', false, %s::interval, 0, '')
+    VALUES (%s, %s, %s, 'scheduled', 0, %s, %s, %s, '', false, %s::interval, 0, %s)
     RETURNING id
 ), hinted AS (
     SELECT pg_notify(%s, %s) WHERE %s
@@ -100,12 +101,12 @@ WITH picked AS (
     UPDATE backwave_django_job j SET state = 'leased', attempt = j.attempt + 1
     FROM picked WHERE j.id = picked.id
     RETURNING j.id, j.wire_name, j.queue, j.payload, j.attempt, j.max_attempts, j.due_at, j.timeout,
-        j.scheduled_for
+        j.scheduled_for, j.trace_context
 ), leased AS (
     INSERT INTO backwave_django_lease (job_id, queue, owner, attempt, claimed_at, expires_at)
     SELECT id, queue, %(owner)s, attempt, %(now)s, %(expires)s FROM claimed
 )
-SELECT id, wire_name, queue, payload, attempt, max_attempts, due_at, timeout, scheduled_for
+SELECT id, wire_name, queue, payload, attempt, max_attempts, due_at, timeout, scheduled_for, trace_context
 FROM claimed ORDER BY due_at, id
 """
 
@@ -291,6 +292,7 @@ class PostgresStore(DjangoStore):
         if len(jobs) == 1:
             new = jobs[0]
             one = [new.wire_name, new.queue, new.payload, new.max_attempts, new.due_at, now, new.timeout]
+            one += [new.trace_context]
             rows = self._rows(ENQUEUE_ONE, [*one, channel, new.queue, bool(due_queues)], prepare=True)
         else:
             params = [
@@ -301,6 +303,7 @@ class PostgresStore(DjangoStore):
                 [new.max_attempts for new in jobs],
                 [new.due_at for new in jobs],
                 [new.timeout for new in jobs],
+                [new.trace_context for new in jobs],
                 channel,
                 due_queues,
             ]

@@ -41,6 +41,7 @@ def new_job(
     max_attempts: int = 3,
     payload: str = "{}",
     timeout: timedelta | None = None,
+    trace_context: str = "",
 ) -> NewJob:
     return NewJob(
         wire_name=wire_name,
@@ -49,6 +50,7 @@ def new_job(
         max_attempts=max_attempts,
         payload=payload,
         timeout=timeout,
+        trace_context=trace_context,
     )
 
 
