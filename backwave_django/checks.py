@@ -61,9 +61,9 @@ def _listen_database_problems(settings: conf.Settings) -> list[checks.CheckMessa
         return []
     return [
         checks.Error(
-            f"BACKWAVE['LISTEN_DATABASE'] is {alias!r} (a {vendors[alias]} database) for BACKWAVE['DATABASE'] "
-            f"{settings.database!r} (a {vendors[settings.database]} database): wake-up hints are PostgreSQL's "
-            "LISTEN/NOTIFY, so both must be PostgreSQL.",
+            f"BACKWAVE['LISTEN_DATABASE'] is {alias!r} (a {vendors[alias]} database) for "
+            f"BACKWAVE['DATABASE'] {settings.database!r} (a {vendors[settings.database]} database): wake-up "
+            "hints are PostgreSQL's LISTEN/NOTIFY, so both must be PostgreSQL.",
             hint="Remove LISTEN_DATABASE (other databases are polled), or point it at an alias that connects "
             "directly (not through a transaction pooler) to the PostgreSQL database of BACKWAVE['DATABASE'].",
             id="backwave.E064",

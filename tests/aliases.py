@@ -12,7 +12,7 @@ from django.db import connections
 
 @contextmanager
 def database_alias(alias: str, **changes: Any) -> Iterator[str]:
-    """``alias`` as a copy of ``default``'s settings (the test database) with ``changes`` (HOST, PORT, ...)."""
+    """``alias``: a copy of ``default``'s settings (the test database) with ``changes`` (HOST, PORT, ...)."""
     assert alias not in connections.settings, f"{alias!r} is already a database alias"
     connections.settings[alias] = {**connections["default"].settings_dict, **changes}
     try:

@@ -6,12 +6,12 @@ in-process hint (``wakeups.publish``), which the Pumps serving that queue turn i
 latency: if this connection dies, Pumps still poll at POLL_INTERVAL, and the listener reconnects after
 ``reconnect_delay``.
 
-It listens on ``BACKWAVE['LISTEN_DATABASE']`` when that is set: behind a pooler in transaction mode (PgBouncer's
-``pool_mode = transaction``) a LISTEN ends with its transaction, when the pooler hands the server connection to
-another client, so notifications never reach it. Each new connection proves itself first: it listens on a
-probe channel of its own and notifies it from a second connection; when nothing arrives within
-:data:`PROBE_SECONDS`, the listener says so once, loudly, and stops: the Pumps then find other processes' jobs
-by polling alone.
+It listens on ``BACKWAVE['LISTEN_DATABASE']`` when that is set: behind a pooler in transaction mode
+(PgBouncer's ``pool_mode = transaction``) a LISTEN ends with its transaction, when the pooler hands the server
+connection to another client, so notifications never reach it. Each new connection proves itself first: it
+listens on a probe channel of its own and notifies it from a second connection; when nothing arrives within
+:data:`PROBE_SECONDS`, the listener says so once, loudly, and stops: the Pumps then find other processes'
+jobs by polling alone.
 """
 
 from __future__ import annotations
@@ -90,10 +90,10 @@ class HintListener:
             except Exception as exc:
                 if self.unusable.is_set():
                     logger.warning(
-                        "wake-up hints from other processes are OFF: a LISTEN on database alias %r never hears "
-                        "a NOTIFY (a pooler in transaction mode, such as PgBouncer?). Pumps find their jobs by "
-                        "polling (POLL_INTERVAL). Set BACKWAVE['LISTEN_DATABASE'] to an alias that connects "
-                        "directly to PostgreSQL.",
+                        "wake-up hints from other processes are OFF: a LISTEN on database alias %r never "
+                        "hears a NOTIFY (a pooler in transaction mode, such as PgBouncer?). Pumps find their "
+                        "jobs by polling (POLL_INTERVAL). Set BACKWAVE['LISTEN_DATABASE'] to an alias that "
+                        "connects directly to PostgreSQL.",
                         self.using,
                     )
                     return

@@ -82,7 +82,8 @@ class Node:
         )
         if self.hints and uses_postgres:
             alias = settings.listen_alias if store is None else self.store.using
-            self.listener = HintListener(alias, channel=settings.hint_channel, reconnect_delay=reconnect_delay)
+            channel = settings.hint_channel
+            self.listener = HintListener(alias, channel=channel, reconnect_delay=reconnect_delay)
 
     @property
     def queues(self) -> list[str]:

@@ -95,7 +95,7 @@ class NewJob:
     due_at: datetime
     max_attempts: int = 10
     timeout: timedelta | None = None  #: the job's own time limit per Attempt; None: its group's
-    #: The W3C trace context it is enqueued in, as JSON (``backwave_django.telemetry`` writes it); empty: none.
+    #: The W3C trace context it is enqueued in, as JSON (``backwave_django.telemetry`` writes it); "": none.
     trace_context: str = ""
 
 
