@@ -58,11 +58,13 @@ class JobContext:
     __slots__ = (
         "_cancelled",
         "attempt",
+        "due_at",
         "job_id",
         "max_attempts",
         "queue",
         "scheduled_for",
         "scope",
+        "trace_context",
         "wire_name",
         "worker_id",
     )
@@ -78,6 +80,8 @@ class JobContext:
         worker_id: str = "",
         cancelled: threading.Event | None = None,
         scheduled_for: datetime | None = None,
+        due_at: datetime | None = None,
+        trace_context: str = "",
     ) -> None:
         self.job_id = job_id
         self.attempt = attempt
@@ -86,6 +90,8 @@ class JobContext:
         self.max_attempts = max_attempts
         self.worker_id = worker_id
         self.scheduled_for = scheduled_for  # the tick a schedule minted this job for, else None
+        self.due_at = due_at  # when this Attempt became due (enqueue, run_after, or its retry's backoff)
+        self.trace_context = trace_context  # the W3C trace context it was enqueued in, as JSON; "" if none
         self.scope = AttemptScope()
         self._cancelled = cancelled or threading.Event()
 

@@ -269,7 +269,7 @@ class JobFunction[**P, R]:
     def _enqueue(self, arguments: list[dict[str, Any]]) -> list[Job]:
         from django.utils import timezone
 
-        from . import conf
+        from . import conf, telemetry
         from .models import Job
         from .store import NewJob, get_store
 
@@ -287,6 +287,7 @@ class JobFunction[**P, R]:
             except codec.PayloadError as exc:
                 where = f"call {index} of {reg.wire_name!r}" if len(arguments) > 1 else repr(reg.wire_name)
                 raise codec.PayloadError(f"cannot enqueue {where}: {exc}") from None
+        trace_context = telemetry.trace_context()
         new_jobs = [
             NewJob(
                 wire_name=reg.wire_name,
@@ -295,16 +296,19 @@ class JobFunction[**P, R]:
                 due_at=due_at,
                 max_attempts=max_attempts,
                 timeout=timeout,
+                trace_context=trace_context,
             )
             for p in payloads
         ]
         store = get_store(settings.database)
         enqueued = store.enqueue(new_jobs, now=now, max_payload_bytes=settings.max_payload_bytes)
+        telemetry.enqueued(queue, len(new_jobs))
         rows = []
         for new, done in zip(new_jobs, enqueued, strict=True):
             row = Job(
                 id=done.id, wire_name=new.wire_name, queue=new.queue, payload=new.payload,
                 max_attempts=new.max_attempts, due_at=new.due_at, created_at=now, timeout=new.timeout,
+                trace_context=new.trace_context,
             )  # fmt: skip
             row._state.adding, row._state.db = False, store.using
             rows.append(row)

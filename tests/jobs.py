@@ -181,3 +181,13 @@ def holds_a_transaction(seconds: float, marker: str, context: JobContext) -> Non
     with transaction.atomic():
         Group.objects.create(name=f"{marker}-{context.job_id}-{context.attempt}")
         time.sleep(seconds)
+
+
+@job("tests.opens-a-span")
+def opens_a_span(name: str, context: JobContext) -> None:
+    """Starts a span of its own, as an instrumented library inside a handler would."""
+    from opentelemetry import trace
+
+    record(context)
+    with trace.get_tracer("tests.handler").start_as_current_span(name):
+        pass

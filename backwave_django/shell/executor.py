@@ -86,6 +86,8 @@ class Executor:
             worker_id=self.worker_id,
             cancelled=token,
             scheduled_for=job.scheduled_for,
+            due_at=job.due_at,
+            trace_context=job.trace_context,
         )
         attempt = Attempt(job, registration, arguments, context, token, DatabaseGuard(job.id))
         with self._lock:

@@ -20,6 +20,7 @@ from typing import Any
 
 from django.db import connections
 
+from .. import telemetry
 from ..context import JobContext
 from ..core.text import describe, format_traceback
 from ..registry import JobRegistration
@@ -116,6 +117,7 @@ def run_attempt(
     """Run exactly one handler call inside a fresh scope; never raises."""
     result = AttemptResult()
     guard.install()
+    observed = telemetry.attempt_started(context)
     try:
         attempt_started.send(sender=registration, context=context)
         registration.execute(arguments, context)
@@ -133,6 +135,7 @@ def run_attempt(
                 if isinstance(error, Exception):
                     logger.error("an attempt_finished receiver (%r) raised: %s", receiver, describe(error))
         finally:
+            telemetry.attempt_finished(observed, result)
             guard.uninstall()
             close_connections()
     return result
