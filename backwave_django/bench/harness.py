@@ -60,6 +60,7 @@ class Options:
     scale_rows: int = 0  # 0 skips the claim-cost-at-scale figure
     purge_rows: int = 1_000_000  # finished rows for the purge figure
     purging: bool = False  # the workers also serve the history queue, purging it by retention
+    tracing: bool = False  # the workers run OpenTelemetry's SDK: spans to an in-memory exporter, metrics too
     figures: tuple[str, ...] = ("enqueue", "drain", "latency", "scale", "schedules", "purge")
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
@@ -169,7 +170,16 @@ def worker_command(options: Options) -> tuple[list[str], dict[str, str]]:
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
     }
     retention = RETENTION_PURGING if options.purging else RETENTION_KEEP_ALL
-    spec = {"GROUPS": worker_groups(options), "DATABASE": connection.alias, "RETENTION": retention}
+    ours = conf.get()  # how this project reaches its database, whatever the bench's groups
+    spec = {
+        "GROUPS": worker_groups(options),
+        "DATABASE": connection.alias,
+        "RETENTION": retention,
+        "HINT_CHANNEL": ours.hint_channel,
+        "LISTEN_DATABASE": ours.listen_database,
+        "PREPARED_STATEMENTS": ours.prepared_statements,
+        "TRACING": options.tracing,
+    }
     return [sys.executable, "-m", "django", "backwave_bench", "--worker", json.dumps(spec)], env
 
 
@@ -386,6 +396,22 @@ def drop_history(options: Options) -> None:
     history.delete()
 
 
+def trace_in_memory() -> None:
+    """OpenTelemetry's SDK as a project would set it up (batched spans, periodic metrics), exporting into
+    memory: what tracing costs the worker, without a collector to send to."""
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter()))
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+
+
 def run_worker(spec: dict[str, Any]) -> None:
     """The ``--worker`` mode: one process running the bench groups until SIGTERM, counting statements. Its
     settings are passed to the Node, never written into ``settings.BACKWAVE``."""
@@ -394,8 +420,10 @@ def run_worker(spec: dict[str, Any]) -> None:
     from ..shell.node import Node
 
     jobs.register()
-    keys = ("GROUPS", "DATABASE", "RETENTION")
+    keys = ("GROUPS", "DATABASE", "RETENTION", "HINT_CHANNEL", "LISTEN_DATABASE", "PREPARED_STATEMENTS")
     settings = conf.parse({**{key: spec[key] for key in keys}, "HINTS": True})
+    if spec["TRACING"]:
+        trace_in_memory()
     statements = 0
     lock = threading.Lock()
 
