@@ -209,6 +209,22 @@ def _hot_cursor(prepare: bool) -> Any:
 class PostgresStore(DjangoStore):
     """The Storage Contract on PostgreSQL, hot paths in SQL. Same semantics as :class:`DjangoStore`."""
 
+    def __init__(self, using: str = "default") -> None:
+        super().__init__(using)
+        self._pooled: bool | None = None
+
+    def behind_pooler(self) -> bool:
+        """Whether this alias reaches PostgreSQL through a connection pooler: the server process that answers
+        is not the one the connection was told of when it opened (PgBouncer tells its clients a key of its
+        own). Asked once per store."""
+        if self._pooled is None:
+            self.connection.ensure_connection()
+            told = self.connection.connection.info.backend_pid
+            with self.connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                self._pooled = cursor.fetchone()[0] != told
+        return self._pooled
+
     def _execute(self, sql: str, params: Sequence[Any]) -> None:
         with self.connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -216,7 +232,10 @@ class PostgresStore(DjangoStore):
     def cut_off_sessions(self, sessions: Sequence[object]) -> None:
         """End the server sessions (on this server) that hold a transaction open or run a statement: the
         server rolls their transaction back, and the handler's next use of them fails. Idle sessions are left
-        alone: the guard on them refuses any further statement. Sessions on other servers get a cancel."""
+        alone: the guard on them refuses any further statement. Sessions on other servers get a cancel, and so
+        does every session behind a pooler, whose backend pids are made up (terminating one could end another
+        client's session): a running statement stops, but a transaction left idle stays open until the
+        pooler's ``idle_transaction_timeout`` ends it."""
         from psycopg.pq import TransactionStatus
 
         ours = self.connection.settings_dict
@@ -228,7 +247,8 @@ class PostgresStore(DjangoStore):
             if raw.info.transaction_status == TransactionStatus.IDLE:
                 continue
             theirs = getattr(session, "settings_dict", {})
-            if all(theirs.get(key) == ours.get(key) for key in ("HOST", "PORT", "NAME")):
+            same = all(theirs.get(key) == ours.get(key) for key in ("HOST", "PORT", "NAME"))
+            if same and not self.behind_pooler():
                 pids.append(raw.info.backend_pid)
             else:
                 raw.cancel_safe()
