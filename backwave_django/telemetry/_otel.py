@@ -20,11 +20,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, ProxyTracerProvider, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .. import conf
@@ -68,6 +68,31 @@ _pickup = _meter.create_histogram(
 )
 gauges.create(_meter)
 
+# Whether a provider is set: before that the API's spans are no-ops and its measurements dropped, not worth
+# building. A provider is set once per process and never unset, so a True is kept. Asking the API itself reads
+# the environment each time; its module globals are read first, where this API version has them.
+_provided = {"trace": False, "metrics": False}
+_trace_globals = trace if hasattr(trace, "_TRACER_PROVIDER") else None
+_metric_globals: Any = getattr(metrics, "_internal", None)
+if not hasattr(_metric_globals, "_METER_PROVIDER"):
+    _metric_globals = None
+
+
+def _tracing() -> bool:
+    if not _provided["trace"]:
+        if _trace_globals is not None and _trace_globals._TRACER_PROVIDER is None:
+            return False
+        _provided["trace"] = not isinstance(trace.get_tracer_provider(), ProxyTracerProvider)
+    return _provided["trace"]
+
+
+def _metering() -> bool:
+    if not _provided["metrics"]:
+        if _metric_globals is not None and _metric_globals._METER_PROVIDER is None:
+            return False
+        _provided["metrics"] = type(metrics.get_meter_provider()).__name__ != "_ProxyMeterProvider"
+    return _provided["metrics"]
+
 
 # -- enqueue ---------------------------------------------------------------------------------------------
 
@@ -107,7 +132,8 @@ def links(stored: str) -> list[Link]:
 
 
 def enqueued(queue: str, count: int) -> None:
-    _enqueued.add(count, {**_BASE, n.OPERATION_NAME: "enqueue", n.DESTINATION: queue})
+    if _metering():
+        _enqueued.add(count, {**_BASE, n.OPERATION_NAME: "enqueue", n.DESTINATION: queue})
 
 
 # -- Attempts ----------------------------------------------------------------------------------------------
@@ -115,17 +141,22 @@ def enqueued(queue: str, count: int) -> None:
 
 @dataclass(slots=True)
 class Handle:
-    span: trace.Span
+    span: trace.Span | None  # None: no tracer provider
     token: object
     started: float
     queue: str
+    metering: bool
 
 
-def attempt_started(context: JobContext) -> Handle:
-    now = time.time()
-    if context.due_at is not None:
-        waited = max(0.0, now - context.due_at.timestamp())
+def attempt_started(context: JobContext) -> Handle | None:
+    tracing, metering = _tracing(), _metering()
+    if not (tracing or metering):
+        return None  # the API alone: nothing would be recorded
+    if metering and context.due_at is not None:
+        waited = max(0.0, time.time() - context.due_at.timestamp())
         _pickup.record(waited, {**_BASE, n.DESTINATION: context.queue})
+    if not tracing:
+        return Handle(span=None, token=None, started=time.perf_counter(), queue=context.queue, metering=True)
     attributes: dict[str, str | int] = {
         **_BASE,
         n.OPERATION_TYPE: "process",
@@ -145,7 +176,8 @@ def attempt_started(context: JobContext) -> Handle:
         attributes=attributes,
     )
     token = otel_context.attach(trace.set_span_in_context(span))
-    return Handle(span=span, token=token, started=time.perf_counter(), queue=context.queue)
+    started = time.perf_counter()
+    return Handle(span=span, token=token, started=started, queue=context.queue, metering=metering)
 
 
 def error_type(exc: BaseException) -> str:
@@ -157,18 +189,21 @@ def attempt_finished(handle: Handle, result: AttemptResult) -> None:
     elapsed = time.perf_counter() - handle.started
     span, error = handle.span, result.error
     recorded = {**_BASE, n.OPERATION_NAME: "attempt", n.DESTINATION: handle.queue}
-    try:
-        if error is None:
-            recorded[n.OUTCOME] = "succeeded"
-        else:
-            recorded.update({n.OUTCOME: "failed", n.ERROR_TYPE: error_type(error)})
-            span.record_exception(error)
-            span.set_status(Status(StatusCode.ERROR, result.message))
-        span.set_attributes(recorded)
-        span.end()
-    finally:
-        otel_context.detach(handle.token)  # type: ignore[arg-type]  # the token attach() returned
-    _duration.record(elapsed, recorded)
+    if error is None:
+        recorded[n.OUTCOME] = "succeeded"
+    else:
+        recorded.update({n.OUTCOME: "failed", n.ERROR_TYPE: error_type(error)})
+    if span is not None:
+        try:
+            if error is not None:
+                span.record_exception(error)
+                span.set_status(Status(StatusCode.ERROR, result.message))
+            span.set_attributes(recorded)
+            span.end()
+        finally:
+            otel_context.detach(handle.token)  # type: ignore[arg-type]  # the token attach() returned
+    if handle.metering:
+        _duration.record(elapsed, recorded)
 
 
 # -- the Pump's store calls ------------------------------------------------------------------------------
@@ -183,9 +218,13 @@ _DEBUG_SPANS: dict[type[cmd.Command], tuple[str, str]] = {
 def obey(
     command: cmd.Command, runner: CommandRunner, run: Callable[[cmd.Command], Sequence[ev.Event]]
 ) -> Sequence[ev.Event]:
-    gauges.watch(runner)
+    metering = _metering()
     traced = _DEBUG_SPANS.get(type(command))
-    if traced is None or not conf.get().debug_spans:
+    if not metering and (traced is None or not _tracing()):
+        return run(command)  # the API alone, or a command with nothing to trace
+    if metering:
+        gauges.watch(runner)
+    if traced is None or not conf.get().debug_spans or not _tracing():
         events = run(command)
     else:
         name, operation = traced
@@ -201,7 +240,8 @@ def obey(
         ) as span:
             events = run(command)
             span.set_attribute(n.BATCH_COUNT, _touched(command, events))
-    _count(command, runner.group, events)
+    if metering:
+        _count(command, runner.group, events)
     return events
 
 
