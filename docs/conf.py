@@ -90,6 +90,7 @@ NAVIGATION: dict[str, list[str]] = {
     "How-to guides": [
         "howto/testing",
         "howto/deploy",
+        "howto/telemetry",
         "howto/operate",
         "howto/schedules",
         "howto/retention",
