@@ -46,14 +46,25 @@ def enqueued(queue: str, count: int) -> None:
 
 
 def attempt_started(context: JobContext) -> Any:
-    """In the handler's thread, as its Attempt begins: a handle for :func:`attempt_finished`, or None."""
-    return None if _otel is None else _otel.attempt_started(context)
+    """In the handler's thread, as its Attempt begins: a handle for :func:`attempt_finished`, or None. Never
+    raises: telemetry that fails is logged, and the Attempt runs all the same."""
+    if _otel is None:
+        return None
+    try:
+        return _otel.attempt_started(context)
+    except Exception:
+        _otel.failed("start an Attempt's span")
+        return None
 
 
 def attempt_finished(handle: Any, result: AttemptResult) -> None:
-    """In the same thread, once the Attempt has ended (``result`` says how). Never raises."""
+    """In the same thread, once the Attempt has ended (``result`` says how). Never raises (an exception whose
+    ``str()`` raises, say, must not change the Attempt's outcome)."""
     if handle is not None and _otel is not None:
-        _otel.attempt_finished(handle, result)
+        try:
+            _otel.attempt_finished(handle, result)
+        except Exception:
+            _otel.failed("end an Attempt's span")
 
 
 def obey(

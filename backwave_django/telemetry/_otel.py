@@ -15,6 +15,7 @@ Metrics. Counters and histograms are recorded as things happen; the gauges read 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections import Counter
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from ..shell.runner import CommandRunner
     from ..shell.scope import AttemptResult
 
+logger = logging.getLogger("backwave.telemetry")
 _PROPAGATOR = TraceContextTextMapPropagator()  # W3C trace context only, whatever the global propagator is
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 _TRACESTATE = re.compile(r"[ -~]{1,512}")  # W3C: at most 32 list members, 512 characters in all
@@ -92,6 +94,17 @@ def _metering() -> bool:
             return False
         _provided["metrics"] = type(metrics.get_meter_provider()).__name__ != "_ProxyMeterProvider"
     return _provided["metrics"]
+
+
+_reported: set[str] = set()
+
+
+def failed(what: str) -> None:
+    """Log a failure of the instrumentation itself, once per kind, with its traceback: telemetry never
+    changes what happens to a job."""
+    if what not in _reported:
+        _reported.add(what)
+        logger.warning("telemetry could not %s (logged once; jobs are unaffected)", what, exc_info=True)
 
 
 # -- enqueue ---------------------------------------------------------------------------------------------
@@ -180,6 +193,15 @@ def attempt_started(context: JobContext) -> Handle | None:
     return Handle(span=span, token=token, started=started, queue=context.queue, metering=metering)
 
 
+def _record_exception(span: trace.Span, error: BaseException) -> None:
+    """The exception as a span event; one whose ``str()`` or traceback cannot be rendered, by its type."""
+    try:
+        span.record_exception(error)
+    except Exception:
+        unprintable = {"exception.type": error_type(error), "exception.message": "<unprintable>"}
+        span.add_event("exception", unprintable)
+
+
 def error_type(exc: BaseException) -> str:
     kind = type(exc)
     return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
@@ -196,7 +218,7 @@ def attempt_finished(handle: Handle, result: AttemptResult) -> None:
     if span is not None:
         try:
             if error is not None:
-                span.record_exception(error)
+                _record_exception(span, error)
                 span.set_status(Status(StatusCode.ERROR, result.message))
             span.set_attributes(recorded)
             span.end()
@@ -236,12 +258,25 @@ def obey(
             n.CONSUMER_GROUP: runner.group,
         }
         with _tracer.start_as_current_span(
-            name, context=otel_context.Context(), kind=SpanKind.CLIENT, attributes=attributes
+            name,
+            context=otel_context.Context(),
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            record_exception=False,  # recorded below: the SDK's own rendering may raise on a hostile one
+            set_status_on_exception=False,
         ) as span:
-            events = run(command)
+            try:
+                events = run(command)
+            except BaseException as exc:  # recorded on the span, and raised on to the runner as it was
+                _record_exception(span, exc)
+                span.set_status(Status(StatusCode.ERROR, error_type(exc)))
+                raise
             span.set_attribute(n.BATCH_COUNT, _touched(command, events))
     if metering:
-        _count(command, runner.group, events)
+        try:
+            _count(command, runner.group, events)
+        except Exception:  # a broken metric must never look like a store fault to the runner
+            failed("count a store reply")
     return events
 
 

@@ -17,6 +17,7 @@ from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMet
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 
 
 @dataclass
@@ -39,6 +40,24 @@ class Telemetry:
         return found
 
 
+class Switch(Sampler):
+    """Records spans only while a telemetry test runs: the tracer provider is global and stays set for the
+    rest of the run (pytest-django runs tests in its own order), and other tests need not pay for spans."""
+
+    on = False
+
+    def should_sample(
+        self, parent: Any, trace_id: int, name: str, kind: Any = None, attributes: Any = None, *rest: Any
+    ) -> SamplingResult:
+        if not self.on:
+            return SamplingResult(Decision.DROP)
+        return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)  # the span keeps the attributes it gave
+
+    def get_description(self) -> str:
+        return "Switch"
+
+
+_SWITCH = Switch()
 _SDK: Telemetry | None = None
 
 
@@ -46,7 +65,7 @@ def _install() -> Telemetry:
     global _SDK
     if _SDK is None:
         exporter = InMemorySpanExporter()
-        provider = TracerProvider()
+        provider = TracerProvider(sampler=_SWITCH)
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         trace.set_tracer_provider(provider)
         delta = {Counter: AggregationTemporality.DELTA, Histogram: AggregationTemporality.DELTA}
@@ -61,5 +80,7 @@ def otel() -> Iterator[Telemetry]:
     sdk = _install()
     sdk.exporter.clear()
     sdk.reader.get_metrics_data()  # start from zero
+    _SWITCH.on = True
     yield sdk
+    _SWITCH.on = False
     sdk.exporter.clear()

@@ -121,6 +121,19 @@ def test_a_failed_attempt_records_the_exception_and_an_error_status(otel, settin
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+def test_an_exception_that_cannot_be_rendered_is_recorded_by_its_type_and_changes_no_outcome(otel, settings):
+    job = jobs.unprintable.enqueue()
+    with running(settings, {"g": group()}):
+        wait_until(lambda: Job.objects.get(id=job.id).state == "dead_lettered", timeout=20)
+    assert Job.objects.get(id=job.id).terminal_cause.startswith("UnprintableError")
+    [first, _] = otel.spans("backwave.attempt")
+    [event] = first.events
+    assert dict(event.attributes or {})["exception.type"] == "tests.jobs.UnprintableError"
+    assert first.status.status_code is StatusCode.ERROR
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
 def test_the_handlers_own_spans_are_children_of_its_attempt_span(otel, settings):
     jobs.opens_a_span.enqueue(name="inside")
     with running(settings, {"g": group()}):
