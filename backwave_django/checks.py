@@ -30,6 +30,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id="backwave.E014",
             )
         )
+    found += _listen_database_problems(settings)
     from . import schedules
     from .registry import registry
 
@@ -66,6 +67,26 @@ def check_tasks_backend(app_configs: Any = None, **kwargs: Any) -> list[checks.C
             "has no Tasks framework (django.tasks came in Django 6.0).",
             hint="Upgrade to Django 6, or enqueue with backwave's own @job functions (job.enqueue()).",
             id="backwave.E076",
+        )
+    ]
+
+
+def _listen_database_problems(settings: conf.Settings) -> list[checks.CheckMessage]:
+    """LISTEN_DATABASE is a second route to the jobs' PostgreSQL database, for LISTEN only."""
+    alias = settings.listen_database
+    if alias is None:
+        return []
+    vendors = {name: connections[name].vendor for name in (settings.database, alias)}
+    if set(vendors.values()) == {"postgresql"}:
+        return []
+    return [
+        checks.Error(
+            f"BACKWAVE['LISTEN_DATABASE'] is {alias!r} (a {vendors[alias]} database) for "
+            f"BACKWAVE['DATABASE'] {settings.database!r} (a {vendors[settings.database]} database): wake-up "
+            "hints are PostgreSQL's LISTEN/NOTIFY, so both must be PostgreSQL.",
+            hint="Remove LISTEN_DATABASE (other databases are polled), or point it at an alias that connects "
+            "directly (not through a transaction pooler) to the PostgreSQL database of BACKWAVE['DATABASE'].",
+            id="backwave.E064",
         )
     ]
 

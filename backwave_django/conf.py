@@ -24,6 +24,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
 from .conf_kinds import (
+    Channel,
     Count,
     Derived,
     Duration,
@@ -32,6 +33,7 @@ from .conf_kinds import (
     Number,
     OneOf,
     OptionalPath,
+    OptionalToken,
     Queues,
     QueuesProblem,
     Shape,
@@ -184,6 +186,29 @@ TOP_LEVEL_KEYS: dict[str, Key] = {
     ),
     "SCHEDULES": Key(kind=Shape("a dict of schedule name: schedule dict"), default={}, check="backwave.E031"),
     "RETENTION": Key(kind=Shape("a dict (SUCCEEDED, FAILED, QUEUES)"), default={}, check="backwave.E044"),
+    "HINT_CHANNEL": Key(
+        kind=Channel(),
+        default="backwave",
+        check="backwave.E060",
+        why="Projects that share a PostgreSQL server each need their own.",
+    ),
+    "LISTEN_DATABASE": Key(
+        kind=Shape("None, or a PostgreSQL database alias in DATABASES"),
+        default=None,
+        check="backwave.E061",
+    ),
+    "DEBUG_SPANS": Key(
+        kind=Flag(),
+        default=False,
+        check="backwave.E062",
+        why="True also traces every claim, report and lease sweep: many spans, for debugging.",
+    ),
+    "HEALTH_TOKEN": Key(
+        kind=OptionalToken(),
+        default=None,
+        check="backwave.E063",
+        why="None leaves the health endpoint open to anyone who can reach it.",
+    ),
 }
 
 
@@ -240,6 +265,15 @@ class Settings:
     prepared_statements: bool
     schedules: dict[str, ScheduleSettings] = field(default_factory=dict)
     retention: RetentionSettings = field(default_factory=lambda: parse_retention({}))
+    hint_channel: str = "backwave"  #: the PostgreSQL channel of wake-up hints
+    listen_database: str | None = None  #: the alias the hint listener uses; None: ``database``
+    debug_spans: bool = False
+    health_token: str | None = None
+
+    @property
+    def listen_alias(self) -> str:
+        """The database alias of the wake-up hint listener (LISTEN_DATABASE, else DATABASE)."""
+        return self.listen_database or self.database
 
     def served_queues(self) -> set[str]:
         return {queue for group in self.groups.values() for queue in group.queues}
@@ -339,6 +373,18 @@ def _database_problems(raw: dict[Any, Any]) -> list[Problem]:
     return [Problem(TOP_LEVEL_KEYS["DATABASE"].check, msg, hint)]
 
 
+def _listen_database_problems(raw: dict[Any, Any]) -> list[Problem]:
+    alias, aliases = raw.get("LISTEN_DATABASE"), sorted(django_settings.DATABASES)
+    if alias is None or (isinstance(alias, str) and alias in aliases):
+        return []
+    msg = f"BACKWAVE['LISTEN_DATABASE'] is {shown(alias)}, not None or an alias in DATABASES."
+    hint = (
+        "Write None (hints are listened for on BACKWAVE['DATABASE']), or the alias of a direct connection "
+        f"to the same PostgreSQL database, one of: {', '.join(map(repr, aliases))}."
+    )
+    return [Problem(TOP_LEVEL_KEYS["LISTEN_DATABASE"].check, msg, hint)]
+
+
 def problems(raw: Any = None) -> list[Problem]:
     """Every mistake in ``settings.BACKWAVE`` (or ``raw``), as system-check material. Never raises."""
     raw = _raw() if raw is None else raw
@@ -347,7 +393,7 @@ def problems(raw: Any = None) -> list[Problem]:
     found = _unknown_keys(raw, TOP_LEVEL_KEYS, "BACKWAVE", "backwave.E002")
     found += _groups_problems(raw.get("GROUPS", TOP_LEVEL_KEYS["GROUPS"].default))
     found += _retry_problems(raw.get("RETRY", {}))
-    found += _database_problems(raw)
+    found += _database_problems(raw) + _listen_database_problems(raw)
     nested = schedule_problems(raw.get("SCHEDULES", {})) + retention_problems(raw.get("RETENTION", {}))
     found += [Problem(*problem) for problem in nested]
     return found + _value_problems(raw, TOP_LEVEL_KEYS, "BACKWAVE")
@@ -411,6 +457,10 @@ def _settings(raw: dict[str, Any]) -> Settings:
         prepared_statements=values["PREPARED_STATEMENTS"],
         schedules=parse_schedules(values["SCHEDULES"]),
         retention=parse_retention(values["RETENTION"]),
+        hint_channel=values["HINT_CHANNEL"],
+        listen_database=values["LISTEN_DATABASE"],
+        debug_spans=values["DEBUG_SPANS"],
+        health_token=values["HEALTH_TOKEN"],
     )
 
 

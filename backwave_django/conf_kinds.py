@@ -4,6 +4,7 @@ says in words what it accepts, and parses what it accepted. :mod:`backwave_djang
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -179,6 +180,43 @@ class OptionalPath:
 
     def parse(self, value: Any) -> Path | None:
         return Path(value) if value else None
+
+
+#: PostgreSQL's rule for an unquoted identifier, lower case (``LISTEN`` folds an unquoted name to lower case,
+#: ``pg_notify`` does not), at most NAMEDATALEN - 1 bytes.
+_CHANNEL = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+@dataclass(frozen=True, slots=True)
+class Channel:
+    """A PostgreSQL notification channel: an unquoted lower-case identifier of at most 63 characters."""
+
+    rule = write = (
+        "a lower-case PostgreSQL identifier of 1 to 63 characters (a-z, 0-9 and _, not starting with a digit)"
+    )
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, str) and _CHANNEL.fullmatch(value) is not None
+
+    def parse(self, value: Any) -> str:
+        return str(value)
+
+
+#: A bearer token as an HTTP header carries it: visible ASCII, no spaces.
+_TOKEN = re.compile(r"[!-~]{16,512}")
+
+
+@dataclass(frozen=True, slots=True)
+class OptionalToken:
+    """None, or a secret of 16 to 512 visible ASCII characters (it travels in an ``Authorization`` header)."""
+
+    rule = write = "None, or a str of 16 to 512 visible ASCII characters (no spaces)"
+
+    def accepts(self, value: Any) -> bool:
+        return value is None or (isinstance(value, str) and _TOKEN.fullmatch(value) is not None)
+
+    def parse(self, value: Any) -> str | None:
+        return None if value is None else str(value)
 
 
 @dataclass(frozen=True, slots=True)

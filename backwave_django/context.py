@@ -64,11 +64,13 @@ class JobContext:
         "_given_up",
         "attempt",
         "enqueued_at",
+        "due_at",
         "job_id",
         "max_attempts",
         "queue",
         "scheduled_for",
         "scope",
+        "trace_context",
         "wire_name",
         "worker_id",
     )
@@ -85,6 +87,8 @@ class JobContext:
         cancelled: threading.Event | None = None,
         scheduled_for: datetime | None = None,
         enqueued_at: datetime | None = None,
+        due_at: datetime | None = None,
+        trace_context: str = "",
     ) -> None:
         self.job_id = job_id
         self.attempt = attempt
@@ -94,6 +98,8 @@ class JobContext:
         self.worker_id = worker_id
         self.scheduled_for = scheduled_for  # the tick a schedule minted this job for, else None
         self.enqueued_at = enqueued_at  # when the job was enqueued
+        self.due_at = due_at  # when this Attempt became due (enqueue, run_after, or its retry's backoff)
+        self.trace_context = trace_context  # the W3C trace context it was enqueued in, as JSON; "" if none
         self.scope = AttemptScope()
         self._cancelled = cancelled or threading.Event()
         self._given_up = False

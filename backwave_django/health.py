@@ -31,7 +31,29 @@ class GroupReport:
 
     @property
     def up(self) -> bool:
+        """Live: some Pump of the group runs, if only degraded (retrying a store fault with backoff)."""
         return self.serving > 0
+
+    @property
+    def ready(self) -> bool:
+        """Ready: some Pump of the group runs and is not degraded, so it claims work now."""
+        return any(report.observed is Observed.RUNNING for report in self.pumps)
+
+    def passes(self, probe: str) -> bool:
+        """Whether the group passes ``probe``: ``"live"`` (:attr:`up`) or ``"ready"`` (:attr:`ready`)."""
+        return self.ready if probe == "ready" else self.up
+
+    @property
+    def status(self) -> str:
+        """``running`` (every Pump running), ``degraded`` (live, but some Pump is not running) or ``down``."""
+        if not self.up:
+            return "down"
+        return "running" if all(r.observed is Observed.RUNNING for r in self.pumps) else "degraded"
+
+    def counts(self) -> dict[str, int]:
+        """Its Pumps by what they were seen to be (cleanly stopped ones are left out)."""
+        seen = [report.observed for report in self.pumps]
+        return {state.value: seen.count(state) for state in Observed if state is not Observed.STOPPED}
 
 
 def group_reports(

@@ -317,7 +317,7 @@ class JobFunction[**P, R]:
     def _enqueue(self, arguments: list[dict[str, Any]]) -> list[Job]:
         from django.utils import timezone
 
-        from . import conf
+        from . import conf, telemetry
         from .store import NewJob, get_store
 
         settings = conf.get()
@@ -335,6 +335,7 @@ class JobFunction[**P, R]:
             except codec.PayloadError as exc:
                 where = f"call {index} of {reg.wire_name!r}" if len(arguments) > 1 else repr(reg.wire_name)
                 raise codec.PayloadError(f"cannot enqueue {where}: {exc}") from None
+        trace_context = telemetry.trace_context()
         new_jobs = [
             NewJob(
                 wire_name=reg.wire_name,
@@ -345,11 +346,13 @@ class JobFunction[**P, R]:
                 timeout=timeout,
                 priority=priority,
                 unique_key=options.unique_key,
+                trace_context=trace_context,
             )
             for p in payloads
         ]
         store = get_store(settings.database)
         enqueued = store.enqueue(new_jobs, now=now, max_payload_bytes=settings.max_payload_bytes)
+        telemetry.enqueued(queue, len(new_jobs))
         return job_rows(new_jobs, enqueued, now, store.using)
 
 
@@ -367,7 +370,7 @@ def job_rows(new_jobs: list[Any], enqueued: list[Any], now: datetime, using: str
             row = Job(
                 id=done.id, wire_name=new.wire_name, queue=new.queue, payload=new.payload,
                 max_attempts=new.max_attempts, due_at=new.due_at, created_at=now, timeout=new.timeout,
-                priority=new.priority, unique_key=new.unique_key,
+                priority=new.priority, unique_key=new.unique_key, trace_context=new.trace_context,
             )  # fmt: skip
             row._state.adding, row._state.db = False, using
         row.duplicate = done.duplicate

@@ -92,6 +92,7 @@ NAVIGATION: dict[str, list[str]] = {
         "howto/migrate",
         "howto/testing",
         "howto/deploy",
+        "howto/telemetry",
         "howto/operate",
         "howto/schedules",
         "howto/retention",

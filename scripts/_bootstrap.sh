@@ -11,6 +11,8 @@
 #   ensure_mysql_client_lib          make sure mysqlclient can build (MariaDB's C client library and pkg-config;
 #                                    installs Debian's libmariadb-dev as root), or return 1
 #   mysql_ready                      0 when MariaDB answers on $BACKWAVE_MYSQL_HOST:$BACKWAVE_MYSQL_PORT
+#   ensure_pgbouncer                 make sure the pgbouncer binary is on PATH (installs Debian's pgbouncer as
+#                                    root), or return 1; the test run starts its own instances
 #
 # Environment:
 #   BACKWAVE_PYTHON          interpreter to use instead of searching (must be CPython >= 3.12)
@@ -371,6 +373,27 @@ mysql_ready() {
     else
         (exec 3<>"/dev/tcp/$h/$p") 2>/dev/null
     fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# PgBouncer
+# ---------------------------------------------------------------------------------------------
+
+# ensure_pgbouncer: 0 once `pgbouncer` is on PATH, installing Debian's package as root when it is missing
+# (the package's own service is never started: tests/pgbouncer starts instances of its own). Returns 1 with a
+# message when it cannot be installed.
+ensure_pgbouncer() {
+    command -v pgbouncer >/dev/null 2>&1 && return 0
+    if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        bw_log "no pgbouncer, and no root apt-get to install it."
+        return 1
+    fi
+    local apt=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends pgbouncer)
+    if ! { "${apt[@]}" || { apt-get update -q && "${apt[@]}"; }; }; then
+        bw_log "apt-get could not install pgbouncer."
+        return 1
+    fi
+    command -v pgbouncer >/dev/null 2>&1
 }
 
 # Debug entry point: `bash scripts/_bootstrap.sh find_python` etc.

@@ -275,3 +275,13 @@ async def async_orm(name: str, context: JobContext) -> int:
 async def async_fails(context: JobContext) -> None:
     record(context)
     raise LookupError(f"async attempt {context.attempt} failed")
+
+
+@job("tests.opens-a-span")
+def opens_a_span(name: str, context: JobContext) -> None:
+    """Starts a span of its own, as an instrumented library inside a handler would."""
+    from opentelemetry import trace
+
+    record(context)
+    with trace.get_tracer("tests.handler").start_as_current_span(name):
+        pass

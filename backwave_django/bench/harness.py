@@ -61,6 +61,7 @@ class Options:
     scale_rows: int = 0  # 0 skips the claim-cost-at-scale figure
     purge_rows: int = 1_000_000  # finished rows for the purge figure
     purging: bool = False  # the workers also serve the history queue, purging it by retention
+    tracing: bool = False  # the workers run OpenTelemetry's SDK: spans to an in-memory exporter, metrics too
     figures: tuple[str, ...] = ("enqueue", "drain", "latency", "scale", "schedules", "purge")
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
@@ -170,7 +171,16 @@ def worker_command(options: Options) -> tuple[list[str], dict[str, str]]:
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
     }
     retention = RETENTION_PURGING if options.purging else RETENTION_KEEP_ALL
-    spec = {"GROUPS": worker_groups(options), "DATABASE": connection.alias, "RETENTION": retention}
+    ours = conf.get()  # how this project reaches its database, whatever the bench's groups
+    spec = {
+        "GROUPS": worker_groups(options),
+        "DATABASE": connection.alias,
+        "RETENTION": retention,
+        "HINT_CHANNEL": ours.hint_channel,
+        "LISTEN_DATABASE": ours.listen_database,
+        "PREPARED_STATEMENTS": ours.prepared_statements,
+        "TRACING": options.tracing,
+    }
     return [sys.executable, "-m", "django", "backwave_bench", "--worker", json.dumps(spec)], env
 
 
@@ -353,14 +363,15 @@ def fill_succeeded(options: Options, rows: int, *, age: timedelta = timedelta(0)
         with connection.cursor() as cursor:
             cursor.execute(
                 "INSERT INTO backwave_django_job (wire_name, queue, payload, state, attempt, max_attempts, "
-                "due_at, created_at, terminal_at, terminal_cause, cancel_requested) "
+                "due_at, created_at, terminal_at, terminal_cause, cancel_requested, priority, trace_context) "
                 "SELECT 'backwave.bench.history', %s, '{}', 'succeeded', 1, 10, "
-                "%s, %s, %s, '', false FROM generate_series(1, %s)",
+                "%s, %s, %s, '', false, 0, '' FROM generate_series(1, %s)",
                 [options.history_queue, now - age, now - age, now - age, rows],
             )
             cursor.execute(
                 "INSERT INTO backwave_django_outcome (job_id, attempt, kind, state_after, worker, message, "
-                "detail, recorded_at) SELECT id, 1, 'succeeded', 'succeeded', 'bench', '', '', terminal_at "
+                "detail, recorded_at, error_type) SELECT id, 1, 'succeeded', 'succeeded', 'bench', '', '', "
+                "terminal_at, '' "
                 "FROM backwave_django_job WHERE queue = %s",
                 [options.history_queue],
             )
@@ -390,6 +401,22 @@ def drop_history(options: Options) -> None:
     history.delete()
 
 
+def trace_in_memory() -> None:
+    """OpenTelemetry's SDK as a project would set it up (batched spans, periodic metrics), exporting into
+    memory: what tracing costs the worker, without a collector to send to."""
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter()))
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+
+
 def run_worker(spec: dict[str, Any]) -> None:
     """The ``--worker`` mode: one process running the bench groups until SIGTERM, counting statements. Its
     settings are passed to the Node, never written into ``settings.BACKWAVE``."""
@@ -398,8 +425,10 @@ def run_worker(spec: dict[str, Any]) -> None:
     from ..shell.node import Node
 
     jobs.register()
-    keys = ("GROUPS", "DATABASE", "RETENTION")
+    keys = ("GROUPS", "DATABASE", "RETENTION", "HINT_CHANNEL", "LISTEN_DATABASE", "PREPARED_STATEMENTS")
     settings = conf.parse({**{key: spec[key] for key in keys}, "HINTS": True})
+    if spec["TRACING"]:
+        trace_in_memory()
     statements = 0
     lock = threading.Lock()
 

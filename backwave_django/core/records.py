@@ -24,6 +24,7 @@ class ClaimedJob:
     timeout: timedelta | None = None
     scheduled_for: datetime | None = None  # the tick a schedule minted it for
     created_at: datetime | None = None  # when it was enqueued
+    trace_context: str = ""  # the W3C trace context it was enqueued in, as JSON; empty: none
 
 
 class OutcomeKind(enum.StrEnum):

@@ -121,6 +121,8 @@ class Executor:
             cancelled=token,
             scheduled_for=job.scheduled_for,
             enqueued_at=job.created_at,
+            due_at=job.due_at,
+            trace_context=job.trace_context,
         )
         attempt = Attempt(job, registration, arguments, context, token, DatabaseGuard(job.id), cut_off_at)
         with self._lock:

@@ -82,7 +82,9 @@ class Node:
             self.store.using in connections.settings and connections[self.store.using].vendor == "postgresql"
         )
         if self.hints and uses_postgres:
-            self.listener = HintListener(self.store.using, reconnect_delay=reconnect_delay)
+            alias = settings.listen_alias if store is None else self.store.using
+            channel = settings.hint_channel
+            self.listener = HintListener(alias, channel=channel, reconnect_delay=reconnect_delay)
 
     @property
     def queues(self) -> list[str]:
@@ -96,6 +98,7 @@ class Node:
         for verb, names in changes.items():
             if names:
                 logger.info("schedules %s: %s", verb, ", ".join(names))
+        logger.info("%s", self.hint_mode())
         if self.listener:
             self.listener.start()
         for pump in self.pumps:
@@ -104,6 +107,23 @@ class Node:
                 "pump started: group=%s queues=%s pool_size=%d worker=%s",
                 pump.group.name, ",".join(pump.group.queues), pump.group.pool_size, pump.worker_id,
             )  # fmt: skip
+
+    def hint_mode(self) -> str:
+        """How Pumps of this process learn of new jobs, in a line for the log."""
+        poll = min(group.poll_interval for group in self.groups).total_seconds()
+        polling = f"the Pumps also poll every {poll:g} s (POLL_INTERVAL)"
+        if self.listener is not None:
+            where = connections[self.listener.using].settings_dict
+            return (
+                f"wake-up hints: LISTEN {self.listener.channel} on database alias {self.listener.using!r} "
+                f"({where.get('HOST') or 'local'}:{where.get('PORT') or 'default port'}); {polling}"
+            )
+        if self.hints:
+            return (
+                "wake-up hints: within this process only (no LISTEN/NOTIFY on this database); jobs enqueued "
+                f"by other processes are found by polling: {polling}"
+            )
+        return f"wake-up hints: off (HINTS is False or --no-hints); {polling}"
 
     def health(self) -> list[GroupStatus]:
         found = []

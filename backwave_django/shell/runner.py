@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from .. import telemetry
 from ..core import commands as cmd
 from ..core import events as ev
 from ..core.health import Health
@@ -78,7 +79,7 @@ class CommandRunner:
         events: list[ev.Event] = []
         for position, command in enumerate(commands):
             try:
-                events += self._obey(command)
+                events += telemetry.obey(command, self, self._obey)
             except Exception as exc:
                 if self.raise_faults:
                     raise

@@ -37,6 +37,7 @@ from asgiref.sync import ThreadSensitiveContext, async_to_sync, sync_to_async
 from django.db import connections
 from django.db.backends.signals import connection_created
 
+from .. import telemetry
 from ..context import JobContext
 from ..core.text import describe, format_traceback
 from ..registry import JobRegistration
@@ -230,6 +231,7 @@ def run_attempt(
     test pump: :func:`keep_connections`, so handlers see the test's transaction)."""
     result = AttemptResult()
     guard.install()
+    observed = telemetry.attempt_started(context)
     try:
         with isolation():
             result = AttemptResult(value=_call(registration, arguments, context))
@@ -239,6 +241,7 @@ def run_attempt(
         try:
             _send_finished(registration, context)
         finally:
+            telemetry.attempt_finished(observed, result)
             guard.uninstall()
             release(close_all=guard.revoked)
     return result

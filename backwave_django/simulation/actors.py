@@ -49,6 +49,7 @@ class Client:
             due_at=now + timedelta(seconds=spec.delay), max_attempts=spec.max_attempts,
             timeout=None if spec.timeout is None else timedelta(seconds=spec.timeout),
             priority=spec.priority, unique_key=spec.unique_key,
+            trace_context=f'{{"traceparent":"00-{spec.key + 1:032x}-{spec.key + 1:016x}-01"}}',
         )  # fmt: skip
         try:
             ids = self.conn.call(self.sim.store.enqueue, jobs=[new], now=now, max_payload_bytes=65536)

@@ -33,6 +33,7 @@ INVARIANTS: dict[str, str] = {
     "only for a job no handler is registered for",
     "FenceAdmitsHolder": "a report the lease holder writes for the Attempt it holds, on a live lease, "
     "applies",
+    "TraceContextKept": "a job keeps the trace context it was enqueued with, through every change",
     "LegalTransition": "every job is born in a legal first state and moves only along "
     "core.states.TRANSITIONS",
     "LeaseMatchesState": "a job is leased exactly when it has a lease",
@@ -189,6 +190,11 @@ class Checker:
             self.jobs.get(before.id) == before,
             "NoJobLost",
             lambda: f"job {before.id} changed unobserved: last seen {self.jobs.get(before.id)}, now {before}",
+        )
+        self.expect(
+            after.trace_context == before.trace_context,
+            "TraceContextKept",
+            lambda: f"{operation} changed job {after.id}'s trace context to {after.trace_context!r}",
         )
         if change.outcome is not None:  # an Attempt ended: first, was it one that could end?
             self._ended(change, before)

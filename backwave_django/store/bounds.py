@@ -8,6 +8,7 @@ from .contract import (
     MAX_CONCURRENCY_LIMIT,
     MAX_PRIORITY,
     MIN_PRIORITY,
+    MAX_TRACE_CONTEXT_BYTES,
     NewJob,
     PayloadTooLarge,
     StoreError,
@@ -43,6 +44,14 @@ def check_new_job(new: NewJob, max_payload_bytes: int) -> None:
             f"the payload of {new.wire_name!r} is {size} bytes; the limit is {max_payload_bytes} "
             "(BACKWAVE['MAX_PAYLOAD_BYTES']). Store large data elsewhere and pass a reference."
         )
+    context = new.trace_context
+    if not isinstance(context, str) or len(context) > MAX_TRACE_CONTEXT_BYTES or not context.isascii():
+        raise StoreError(
+            f"the trace context of {new.wire_name!r} must be ASCII text of at most {MAX_TRACE_CONTEXT_BYTES} "
+            "bytes (W3C traceparent and tracestate, as backwave_django.telemetry writes it)"
+        )
+    if not context.isprintable():
+        raise StoreError(f"the trace context of {new.wire_name!r} holds a control character")
     attempts = new.max_attempts
     if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= MAX_ATTEMPTS_LIMIT:
         raise StoreError(f"max_attempts must be an int from 1 to {MAX_ATTEMPTS_LIMIT}, got {attempts!r}")

@@ -26,6 +26,7 @@ from .contract import OutcomeDetail, StoreError
 CLAIMED_FIELDS = (
     "id", "wire_name", "queue", "payload", "attempt", "max_attempts", "due_at", "timeout", "scheduled_for",
     "created_at",
+    "trace_context",
 )  # fmt: skip
 
 

@@ -35,8 +35,6 @@ from ..core.schedules import Cadence, MintDecision, Misfire, ScheduleState, Walk
 from ..core.states import State
 from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES
 
-#: The PostgreSQL notification channel of wake-up hints (the payload is the queue name).
-HINT_CHANNEL = "backwave"
 #: A Pump's health detail, in bytes.
 MAX_HEALTH_DETAIL_BYTES = 2000
 #: The largest concurrency limit a queue may have.
@@ -45,9 +43,11 @@ MAX_CONCURRENCY_LIMIT = 1_000_000
 MAX_JOB_ID = 2**63 - 1
 #: A job's priority: higher is claimed first within its queue (Django's Tasks use the same range).
 MIN_PRIORITY, MAX_PRIORITY = -100, 100
+#: A job's trace context (``traceparent`` and ``tracestate`` as JSON), in bytes: W3C's tracestate is at most
+#: 512 characters, so this leaves room and no more.
+MAX_TRACE_CONTEXT_BYTES = 1024
 
 __all__ = [
-    "HINT_CHANNEL",
     "MAX_ATTEMPTS_LIMIT",
     "MAX_CONCURRENCY_LIMIT",
     "MAX_DETAIL_BYTES",
@@ -57,6 +57,7 @@ __all__ = [
     "MAX_PRIORITY",
     "MAX_QUEUE_NAME_LENGTH",
     "MAX_UNIQUE_KEY_LENGTH",
+    "MAX_TRACE_CONTEXT_BYTES",
     "MAX_WIRE_NAME_LENGTH",
     "MIN_PRIORITY",
     "AuditView",
@@ -109,6 +110,8 @@ class NewJob:
     timeout: timedelta | None = None  #: the job's own time limit per Attempt; None: its group's
     priority: int = 0  #: higher is claimed first within the queue
     unique_key: str | None = None  #: at most one unfinished job of this wire name holds the key
+    #: The W3C trace context it is enqueued in, as JSON (``backwave_django.telemetry`` writes it); "": none.
+    trace_context: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,6 +211,7 @@ class JobView:
     priority: int = 0
     unique_key: str | None = None
     output: str | None = None  #: the return value of the Attempt that succeeded, as JSON text
+    trace_context: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -56,7 +56,7 @@ from .scheduling import SchedulingMixin
 _JOB_FIELDS = (
     "id", "wire_name", "queue", "payload", "state", "attempt", "max_attempts", "due_at", "created_at",
     "terminal_at", "terminal_cause", "cancel_requested", "timeout", "schedule", "scheduled_for", "priority",
-    "unique_key",
+    "unique_key", "trace_context",
 )  # fmt: skip
 
 

@@ -47,6 +47,7 @@ def new_row(new: NewJob, now: datetime) -> Job:
         timeout=new.timeout,
         priority=new.priority,
         unique_key=new.unique_key,
+        trace_context=new.trace_context,
     )
 
 
@@ -64,7 +65,7 @@ def insert_all(
     plain = [i for i in order if jobs[i].unique_key is None]
     rows = [new_row(jobs[i], now) for i in plain]
     if rows:
-        largest = max(len(row.payload) + len(row.wire_name) for row in rows)
+        largest = max(len(row.payload) + len(row.wire_name) + len(row.trace_context) for row in rows)
         Job.objects.using(store.using).bulk_create(rows, batch_size=store._insert_batch_size(largest))
         for i, row in zip(plain, rows, strict=True):
             done[i] = EnqueuedJob(id=row.id)

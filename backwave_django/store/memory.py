@@ -230,6 +230,7 @@ class MemoryStore(MemorySchedulingMixin):
                     state=State.SCHEDULED, attempt=0, max_attempts=new.max_attempts, due_at=new.due_at,
                     created_at=now, terminal_at=None, terminal_cause="", cancel_requested=False,
                     timeout=new.timeout, priority=new.priority, unique_key=new.unique_key,
+                    trace_context=new.trace_context,
                 ))  # fmt: skip
                 done[position] = EnqueuedJob(id=job_id)
                 if new.due_at <= now:
@@ -286,7 +287,7 @@ class MemoryStore(MemorySchedulingMixin):
         return ClaimedJob(
             id=job.id, wire_name=job.wire_name, queue=job.queue, payload=job.payload, attempt=job.attempt,
             max_attempts=job.max_attempts, due_at=job.due_at, timeout=job.timeout,
-            scheduled_for=job.scheduled_for, created_at=job.created_at,
+            scheduled_for=job.scheduled_for, created_at=job.created_at, trace_context=job.trace_context,
         )  # fmt: skip
 
     def report(

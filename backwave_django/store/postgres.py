@@ -29,7 +29,7 @@ from ..core.transitions import CLAIMABLE
 from . import changes
 from .bounds import check_new_job
 from .changes import Change
-from .contract import HINT_CHANNEL, EnqueuedJob, NewJob, OutcomeDetail, StoreError
+from .contract import EnqueuedJob, NewJob, OutcomeDetail, StoreError
 from .django import DjangoStore
 
 #: The first key of our two-key advisory locks, so they never collide with an application's own.
@@ -49,16 +49,17 @@ POOLER_HINT = (
 _INSERT_COLUMNS = """
     INSERT INTO backwave_django_job
         (wire_name, queue, payload, state, attempt, max_attempts, due_at, created_at, terminal_cause,
-         cancel_requested, timeout, priority)
+         cancel_requested, timeout, priority, trace_context)
 """
 
 ENQUEUE = f"""
 WITH inserted AS (
     {_INSERT_COLUMNS}
-    SELECT w, q, p, 'scheduled', 0, m, d, %s, '', false, t, r
-    FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::timestamptz[], %s::interval[],
-                %s::smallint[])
-        WITH ORDINALITY AS u(w, q, p, m, d, t, r, n)
+    SELECT w, q, p, 'scheduled', 0, m, d, %s, '', false, t, r, c
+    FROM unnest(
+        %s::text[], %s::text[], %s::text[], %s::int[], %s::timestamptz[], %s::interval[], %s::smallint[],
+        %s::text[]
+    ) WITH ORDINALITY AS u(w, q, p, m, d, t, r, c, n)
     ORDER BY n
     RETURNING id
 ), hinted AS (
@@ -71,7 +72,7 @@ SELECT id, (SELECT count(*) FROM hinted) FROM inserted
 ENQUEUE_ONE = f"""
 WITH inserted AS (
     {_INSERT_COLUMNS}
-    VALUES (%s, %s, %s, 'scheduled', 0, %s, %s, %s, '', false, %s::interval, %s)
+    VALUES (%s, %s, %s, 'scheduled', 0, %s, %s, %s, '', false, %s::interval, %s, %s)
     RETURNING id
 ), hinted AS (
     SELECT pg_notify(%s, %s) WHERE %s
@@ -82,8 +83,8 @@ SELECT id, (SELECT count(*) FROM hinted) FROM inserted
 #: One job with a unique key: written unless an unfinished job of its wire name holds the key (the partial
 #: unique index ``backwave_job_unique_live`` decides, waiting for a concurrent holder to commit or roll back).
 ENQUEUE_KEYED = f"""
-    {_INSERT_COLUMNS.replace("priority)", "priority, unique_key)")}
-    VALUES (%s, %s, %s, 'scheduled', 0, %s, %s, %s, '', false, %s::interval, %s, %s)
+    {_INSERT_COLUMNS.replace("trace_context)", "trace_context, unique_key)")}
+    VALUES (%s, %s, %s, 'scheduled', 0, %s, %s, %s, '', false, %s::interval, %s, %s, %s)
     ON CONFLICT (wire_name, unique_key)
         WHERE unique_key IS NOT NULL AND state IN ('scheduled', 'awaiting_parent', 'leased')
     DO NOTHING
@@ -114,12 +115,13 @@ WITH picked AS (
     UPDATE backwave_django_job j SET state = '{State.LEASED}', attempt = j.attempt + 1
     FROM picked WHERE j.id = picked.id
     RETURNING j.id, j.wire_name, j.queue, j.payload, j.attempt, j.max_attempts, j.due_at, j.timeout,
-        j.scheduled_for, j.created_at, j.priority
+        j.scheduled_for, j.created_at, j.trace_context, j.priority
 ), leased AS (
     INSERT INTO backwave_django_lease (job_id, queue, owner, attempt, claimed_at, expires_at)
     SELECT id, queue, %(owner)s, attempt, %(now)s, %(expires)s FROM claimed
 )
-SELECT id, wire_name, queue, payload, attempt, max_attempts, due_at, timeout, scheduled_for, created_at
+SELECT id, wire_name, queue, payload, attempt, max_attempts, due_at, timeout, scheduled_for, created_at,
+    trace_context
 FROM claimed ORDER BY priority DESC, due_at, id
 """
 
@@ -235,6 +237,22 @@ def _hot_cursor(prepare: bool) -> Any:
 class PostgresStore(DjangoStore):
     """The Storage Contract on PostgreSQL, hot paths in SQL. Same semantics as :class:`DjangoStore`."""
 
+    def __init__(self, using: str = "default") -> None:
+        super().__init__(using)
+        self._pooled: bool | None = None
+
+    def behind_pooler(self) -> bool:
+        """Whether this alias reaches PostgreSQL through a connection pooler: the server process that answers
+        is not the one the connection was told of when it opened (PgBouncer tells its clients a key of its
+        own). Asked once per store."""
+        if self._pooled is None:
+            self.connection.ensure_connection()
+            told = self.connection.connection.info.backend_pid
+            with self.connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                self._pooled = cursor.fetchone()[0] != told
+        return self._pooled
+
     def _execute(self, sql: str, params: Sequence[Any]) -> None:
         with self.connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -242,7 +260,10 @@ class PostgresStore(DjangoStore):
     def cut_off_sessions(self, sessions: Sequence[object]) -> None:
         """End the server sessions (on this server) that hold a transaction open or run a statement: the
         server rolls their transaction back, and the handler's next use of them fails. Idle sessions are left
-        alone: the guard on them refuses any further statement. Sessions on other servers get a cancel."""
+        alone: the guard on them refuses any further statement. Sessions on other servers get a cancel, and so
+        does every session behind a pooler, whose backend pids are made up (terminating one could end another
+        client's session): a running statement stops, but a transaction left idle stays open until the
+        pooler's ``idle_transaction_timeout`` ends it."""
         from psycopg.pq import TransactionStatus
 
         super().cut_off_sessions(sessions)  # the handler's SQLite sessions, if it has any
@@ -255,7 +276,8 @@ class PostgresStore(DjangoStore):
             if raw.info.transaction_status == TransactionStatus.IDLE:
                 continue
             theirs = getattr(session, "settings_dict", {})
-            if all(theirs.get(key) == ours.get(key) for key in ("HOST", "PORT", "NAME")):
+            same = all(theirs.get(key) == ours.get(key) for key in ("HOST", "PORT", "NAME"))
+            if same and not self.behind_pooler():
                 pids.append(raw.info.backend_pid)
             else:
                 raw.cancel_safe()
@@ -269,7 +291,8 @@ class PostgresStore(DjangoStore):
         self._execute(LOCK_QUEUE_EXCLUSIVE, [ADVISORY_CLASS, queue])
 
     def _hint_other_processes(self, queues: Sequence[str]) -> None:
-        self._execute(NOTIFY, [HINT_CHANNEL, list(queues)])  # delivered at commit, and only then
+        # Delivered at commit, and only then, on BACKWAVE['HINT_CHANNEL'].
+        self._execute(NOTIFY, [conf.get().hint_channel, list(queues)])
 
     def _check_constraints_at_once(self) -> None:
         self._execute("SET CONSTRAINTS ALL IMMEDIATE", [])  # Django's foreign keys are deferred
@@ -323,10 +346,11 @@ class PostgresStore(DjangoStore):
         if not jobs:
             return []
         due_queues = sorted({new.queue for new in jobs if new.due_at <= now})
+        channel = conf.get().hint_channel
         if len(jobs) == 1:
             new = jobs[0]
             one = [new.wire_name, new.queue, new.payload, new.max_attempts, new.due_at, now, new.timeout]
-            params = [*one, new.priority, HINT_CHANNEL, new.queue, bool(due_queues)]
+            params = [*one, new.priority, new.trace_context, channel, new.queue, bool(due_queues)]
             rows = self._rows(ENQUEUE_ONE, params, prepare=True)
         else:
             params = [
@@ -338,7 +362,8 @@ class PostgresStore(DjangoStore):
                 [new.due_at for new in jobs],
                 [new.timeout for new in jobs],
                 [new.priority for new in jobs],
-                HINT_CHANNEL,
+                [new.trace_context for new in jobs],
+                channel,
                 due_queues,
             ]
             rows = self._rows(ENQUEUE, params, prepare=True)  # one statement: atomic on its own
@@ -348,7 +373,7 @@ class PostgresStore(DjangoStore):
 
     def _insert_keyed(self, new: NewJob, now: datetime) -> int | None:
         one = [new.wire_name, new.queue, new.payload, new.max_attempts, new.due_at, now, new.timeout]
-        rows = self._rows(ENQUEUE_KEYED, [*one, new.priority, new.unique_key])
+        rows = self._rows(ENQUEUE_KEYED, [*one, new.priority, new.trace_context, new.unique_key])
         return rows[0][0] if rows else None
 
     def _queue_settings(self, queues: Sequence[str]) -> dict[str, tuple[bool, int | None]]:

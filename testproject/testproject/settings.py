@@ -98,6 +98,14 @@ if django.VERSION >= (6, 0):  # Django's Tasks framework, on backwave (backwave_
 if env.str("BACKWAVE_JSON", default=""):
     BACKWAVE = {**json.loads(env.str("BACKWAVE_JSON")), "MANIFEST_PATH": BACKWAVE["MANIFEST_PATH"]}
 
+# Behind a pooler in transaction mode (docs/howto/deploy.md, "PgBouncer"): BACKWAVE_PREPARED_STATEMENTS=0 for
+# PgBouncer before 1.21, and LISTEN_DATABASE_URL for the hint listener's direct connection to that database.
+if env.str("LISTEN_DATABASE_URL", default=""):
+    DATABASES["listen"] = env.db("LISTEN_DATABASE_URL")
+    BACKWAVE["LISTEN_DATABASE"] = "listen"
+if env.str("BACKWAVE_PREPARED_STATEMENTS", default=""):
+    BACKWAVE["PREPARED_STATEMENTS"] = env.bool("BACKWAVE_PREPARED_STATEMENTS")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

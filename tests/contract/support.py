@@ -50,6 +50,7 @@ def new_job(
     timeout: timedelta | None = None,
     priority: int = 0,
     unique_key: str | None = None,
+    trace_context: str = "",
 ) -> NewJob:
     return NewJob(
         wire_name=wire_name,
@@ -60,6 +61,7 @@ def new_job(
         timeout=timeout,
         priority=priority,
         unique_key=unique_key,
+        trace_context=trace_context,
     )
 
 

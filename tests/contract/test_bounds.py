@@ -157,6 +157,30 @@ def test_an_oversized_payload_is_refused_identically(store_with_work):
     assert isinstance(refusal(action, store_with_work), PayloadTooLarge)
 
 
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+BAD_TRACE_CONTEXTS = {
+    "too-long": f'{{"traceparent": "{TRACEPARENT}", "tracestate": "k={"v" * 1000}"}}',
+    "non-ascii": '{"traceparent": "00-\u00e9"}',
+    "control-character": '{"traceparent": "00-\n"}',
+    "nul": "\x00",
+    "not-a-string": {"traceparent": TRACEPARENT},
+}
+GOOD_TRACE_CONTEXTS = ["", f'{{"traceparent": "{TRACEPARENT}", "tracestate": "k={"v" * 900}"}}']
+
+
+@pytest.mark.parametrize("context", BAD_TRACE_CONTEXTS.values(), ids=BAD_TRACE_CONTEXTS.keys())
+def test_a_trace_context_no_header_could_carry_is_refused_and_nothing_is_written(store_with_work, context):
+    error = refusal(enqueue_bad(trace_context=context), store_with_work)
+    assert "trace context of 'tests.noop'" in str(error)
+
+
+@pytest.mark.parametrize("context", GOOD_TRACE_CONTEXTS, ids=["none", "at-the-bound"])
+def test_a_trace_context_within_the_bound_is_stored_and_claimed_verbatim(store, context):
+    [new] = store.enqueue([new_job(trace_context=context)], now=T0, max_payload_bytes=MAX_PAYLOAD)
+    assert job(store, new.id).trace_context == context
+    assert claim(store)[0].trace_context == context
+
+
 # -- queue controls ----------------------------------------------------------------------------------------
 
 

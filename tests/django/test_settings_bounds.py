@@ -52,6 +52,8 @@ EXTRA_IDS = {
     # a schedule named like a dict entry: every problem of the schedule inside it
     "SCHEDULES": {f"backwave.E0{n}" for n in range(31, 42)},
     "RETENTION": {"backwave.E042", "backwave.E043", "backwave.E044"},
+    # an alias of DATABASES that is not PostgreSQL (on SQLite and MariaDB, 'default' itself)
+    "LISTEN_DATABASE": {"backwave.E064"},
 }
 
 

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 def test_a_tiny_benchmark_run_measures_every_figure(capsys, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", worker_database_url())  # the worker processes use this test's database
     call_command(
-        "backwave_bench", jobs=301, single_jobs=50, runs=1, latency_jobs=20, scale_rows=2000,
+        "backwave_bench", jobs=301, single_jobs=50, runs=1, latency_jobs=20, scale_rows=2000, purge_rows=3000,
         pool_size=16, max_claim_batch=16, groups=2, json=True,
     )  # fmt: skip
     results = json.loads(capsys.readouterr().out)

@@ -117,6 +117,19 @@ def illegal_move(checker: Checker) -> None:
     )
 
 
+def trace_context_rewritten(checker: Checker) -> None:
+    born = view(trace_context='{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}')
+    checker.on_change(JobChange(operation="enqueue", now=T0, before=None, after=born))
+    checker.on_change(
+        JobChange(
+            operation="cancel",
+            now=T0,
+            before=born,
+            after=replace(born, cancel_requested=True, trace_context=""),
+        )
+    )
+
+
 def lease_without_state(checker: Checker) -> None:
     born = view()
     checker.on_change(JobChange(operation="enqueue", now=T0, before=None, after=born, lease_after=lease()))
@@ -167,6 +180,7 @@ HAND_MADE: dict[str, Callable[[Checker], None]] = {
     "OutcomeFromLeaseHolder": outcome_from_stranger,
     "OutcomeMatchesRun": success_never_run,
     "LegalTransition": illegal_move,
+    "TraceContextKept": trace_context_rewritten,
     "LeaseMatchesState": lease_without_state,
     "AttemptAccounting": released_and_charged,
     "AttemptCeiling": retried_at_ceiling,

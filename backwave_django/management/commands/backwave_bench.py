@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 from typing import Any
 
@@ -54,6 +55,11 @@ class Command(BaseCommand):
             default=1_000_000,
             help="Finished rows the workers purge while draining, for the purge figure (1000000).",
         )
+        add(
+            "--tracing",
+            action="store_true",
+            help="Workers run OpenTelemetry's SDK (batched spans and metrics into memory): tracing's cost.",
+        )
         add("--only", action="append", choices=FIGURES, help="Measure only these figures (repeatable).")
         add("--json", action="store_true", help="Print the results as JSON only.")
         add(
@@ -71,6 +77,8 @@ class Command(BaseCommand):
         # Every option named like an Options field (--pool-size is pool_size) sets it; --only sets figures.
         given = {f.name: options[f.name] for f in dataclasses.fields(bench.Options) if f.name in options}
         opts = bench.Options(**given, figures=tuple(options["only"] or FIGURES))
+        if opts.tracing and importlib.util.find_spec("opentelemetry.sdk") is None:
+            raise CommandError("--tracing needs OpenTelemetry's SDK: pip install opentelemetry-sdk")
         on_database = set(opts.figures) != {"schedules"}  # the schedule figure needs no table
         others = bench.foreign_jobs(opts) if on_database else 0
         if others and not options["yes"]:
@@ -97,7 +105,7 @@ class Command(BaseCommand):
             figure = results.figures["drain"] = bench.drain(opts)
             shape = (
                 f"{opts.processes} process(es) x {opts.groups} group(s) x {opts.pumps} pump(s) "
-                f"x pool {opts.pool_size}"
+                f"x pool {opts.pool_size}{', tracing on' if opts.tracing else ''}"
             )
             say(
                 f"drain ({opts.workload}, {shape}): {figure['jobs_per_s']:,.0f} jobs/s "

@@ -15,7 +15,8 @@ from ...store import get_store
 class Command(BaseCommand):
     help = (
         "Report each Pump's last recorded state; exit 1 when a worker group has no running pump "
-        "(halted or silent), counting only --host's pumps when it is given."
+        "(halted or silent), counting only --host's pumps when it is given. With --ready, a group whose "
+        "pumps are all degraded fails too. The health endpoint (backwave_django.urls) answers the same."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -24,6 +25,11 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--host", help="Only pumps on this host (e.g. $(hostname)), for a per-machine probe."
+        )
+        parser.add_argument(
+            "--ready",
+            action="store_true",
+            help="Readiness: fail unless a pump of each group runs and is not degraded (default: liveness).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -44,6 +50,8 @@ class Command(BaseCommand):
                 self.stdout.write(f"{report.group}: {report.serving} pump(s) running")
             else:
                 self.stdout.write(f"{report.group}: no running pump (halted, silent or not started)")
-        failing = [report.group for report in reports if not report.up]
+        probe = "ready" if options["ready"] else "live"
+        failing = [report.group for report in reports if not report.passes(probe)]
         if failing:
-            raise CommandError(f"worker group(s) down: {', '.join(failing)}")
+            verdict = "not ready (every pump degraded, halted or silent)" if probe == "ready" else "down"
+            raise CommandError(f"worker group(s) {verdict}: {', '.join(failing)}")
