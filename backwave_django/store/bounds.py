@@ -7,8 +7,8 @@ from ..core.retry import MAX_ATTEMPTS_LIMIT
 from .contract import (
     MAX_CONCURRENCY_LIMIT,
     MAX_PRIORITY,
-    MIN_PRIORITY,
     MAX_TRACE_CONTEXT_BYTES,
+    MIN_PRIORITY,
     NewJob,
     PayloadTooLarge,
     StoreError,
