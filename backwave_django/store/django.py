@@ -31,7 +31,7 @@ from ..core.states import State
 from ..core.text import clean
 from ..models import AuditRecord, Job, Lease, Outcome, PumpStatus, QueueSettings
 from . import changes, faults, inserts, sqlite
-from .bounds import check_concurrency_limit, check_new_job
+from .bounds import check_concurrency_limit, check_new_jobs
 from .changes import CLAIMED_FIELDS, Change
 from .contract import (
     MAX_CONCURRENCY_LIMIT,
@@ -135,8 +135,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
     # -- enqueue -----------------------------------------------------------------------------------
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
-        for new in jobs:
-            check_new_job(new, max_payload_bytes)
+        check_new_jobs(jobs, max_payload_bytes)
         if not jobs:
             return []
         with self._write():

@@ -27,7 +27,7 @@ from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.transitions import CLAIMABLE
 from . import changes
-from .bounds import check_new_job
+from .bounds import check_new_jobs
 from .changes import Change
 from .contract import EnqueuedJob, NewJob, OutcomeDetail, StoreError
 from .django import DjangoStore
@@ -64,6 +64,22 @@ WITH inserted AS (
     RETURNING id
 ), hinted AS (
     SELECT pg_notify(%s, q) FROM unnest(%s::text[]) AS q
+)
+SELECT id, (SELECT count(*) FROM hinted) FROM inserted
+"""
+
+#: Jobs that differ only in their payload (what ``enqueue_many`` writes): the shared values are sent once,
+#: the payloads as one array; sending each shared column as an array of equal values cost the client more
+#: than the server spent inserting.
+ENQUEUE_UNIFORM = f"""
+WITH inserted AS (
+    {_INSERT_COLUMNS}
+    SELECT %s, %s, p, 'scheduled', 0, %s, %s, %s, '', false, %s::interval, %s, %s
+    FROM unnest(%s::text[]) WITH ORDINALITY AS u(p, n)
+    ORDER BY n
+    RETURNING id
+), hinted AS (
+    SELECT pg_notify(%s, %s) WHERE %s
 )
 SELECT id, (SELECT count(*) FROM hinted) FROM inserted
 """
@@ -197,6 +213,12 @@ WITH renewed AS (
 )
 SELECT r.job_id, j.cancel_requested FROM renewed r JOIN backwave_django_job j ON j.id = r.job_id
 """
+
+
+def _shared(new: NewJob) -> tuple[object, ...]:
+    """What ENQUEUE_UNIFORM sends once for a whole batch (the unique key is None in both statements)."""
+    return (new.wire_name, new.queue, new.max_attempts, new.due_at, new.timeout, new.priority,
+            new.trace_context)  # fmt: skip
 
 
 def _arrays(pairs: Sequence[tuple[Change, Change]]) -> dict[str, list[Any]]:
@@ -341,8 +363,7 @@ class PostgresStore(DjangoStore):
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
         if any(new.unique_key is not None for new in jobs):
             return super().enqueue(jobs, now=now, max_payload_bytes=max_payload_bytes)  # one by one
-        for new in jobs:
-            check_new_job(new, max_payload_bytes)
+        check_new_jobs(jobs, max_payload_bytes)
         if not jobs:
             return []
         due_queues = sorted({new.queue for new in jobs if new.due_at <= now})
@@ -352,6 +373,12 @@ class PostgresStore(DjangoStore):
             one = [new.wire_name, new.queue, new.payload, new.max_attempts, new.due_at, now, new.timeout]
             params = [*one, new.priority, new.trace_context, channel, new.queue, bool(due_queues)]
             rows = self._rows(ENQUEUE_ONE, params, prepare=True)
+        elif len({_shared(new) for new in jobs}) == 1:
+            new = jobs[0]
+            one = [new.wire_name, new.queue, new.max_attempts, new.due_at, now, new.timeout, new.priority]
+            payloads = [new.payload for new in jobs]
+            params = [*one, new.trace_context, payloads, channel, new.queue, bool(due_queues)]
+            rows = self._rows(ENQUEUE_UNIFORM, params, prepare=True)  # one statement: atomic on its own
         else:
             params = [
                 now,
