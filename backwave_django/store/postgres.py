@@ -113,6 +113,14 @@ SELECT q, pg_advisory_xact_lock_shared(%s, hashtext(q)), s.paused, s.concurrency
 FROM unnest(%s::text[]) AS q LEFT JOIN backwave_django_queuesettings s ON s.queue = q
 """
 
+#: Which of several queues hold a due job: one index probe per queue, whatever the backlog.
+QUEUES_WITH_DUE = f"""
+SELECT q FROM unnest(%s::text[]) AS q
+WHERE EXISTS (
+    SELECT 1 FROM backwave_django_job WHERE state = '{CLAIMABLE}' AND queue = q AND due_at <= %s
+)
+"""
+
 #: One queue, no limit: pick, lease and log in one statement. The settings guard runs on this statement's
 #: own snapshot, so a pause or limit committed after the read above is still honoured. It picks only jobs in
 #: the claimable state (``store.changes.claimable_state`` checks its move before each claim) and locks them.
@@ -406,6 +414,11 @@ class PostgresStore(DjangoStore):
     def _queue_settings(self, queues: Sequence[str]) -> dict[str, tuple[bool, int | None]]:
         rows = self._rows(LOCK_AND_READ_SETTINGS, [ADVISORY_CLASS, list(queues)])
         return {q: (paused, limit) for q, _, paused, limit in rows if paused is not None}
+
+    def _queues_with_due(self, queues: Sequence[str], now: datetime) -> set[str]:
+        if len(queues) == 1:
+            return set(queues)
+        return {q for (q,) in self._rows(QUEUES_WITH_DUE, [list(queues), now])}
 
     def _claim_queue(
         self,
