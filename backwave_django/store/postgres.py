@@ -31,6 +31,7 @@ from .bounds import check_new_jobs
 from .changes import Change
 from .contract import EnqueuedJob, NewJob, OutcomeDetail, StoreError
 from .django import DjangoStore
+from .postgres_claim import claim_one_queue
 
 #: The first key of our two-key advisory locks, so they never collide with an application's own.
 ADVISORY_CLASS = 0x4257  # "BW"
@@ -414,6 +415,23 @@ class PostgresStore(DjangoStore):
     def _queue_settings(self, queues: Sequence[str]) -> dict[str, tuple[bool, int | None]]:
         rows = self._rows(LOCK_AND_READ_SETTINGS, [ADVISORY_CLASS, list(queues)])
         return {q: (paused, limit) for q, _, paused, limit in rows if paused is not None}
+
+    def claim(
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str],
+        max_jobs: int,
+        lease_duration: timedelta,
+        now: datetime,
+    ) -> list[ClaimedJob]:
+        if len(queues) == 1 and max_jobs > 0 and self.connection.get_autocommit():
+            limited, claimed = claim_one_queue(self, worker_id, queues[0], max_jobs, lease_duration, now)
+            if not limited:
+                return claimed
+        return super().claim(
+            worker_id=worker_id, queues=queues, max_jobs=max_jobs, lease_duration=lease_duration, now=now
+        )
 
     def _queues_with_due(self, queues: Sequence[str], now: datetime) -> set[str]:
         if len(queues) == 1:
