@@ -118,6 +118,49 @@ def check_autovacuum(
     return []
 
 
+#: What a project on SQLite should put in its database's OPTIONS (docs/howto/deploy.md says why, measured).
+SQLITE_OPTIONS = {
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+}
+
+
+@checks.register("backwave")
+def check_sqlite_options(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """On SQLite: warn when the database's OPTIONS leave out WAL or IMMEDIATE transactions. Read from the
+    settings, without opening the file."""
+    if conf.problems():
+        return []
+    alias = conf.get().database
+    return sqlite_problems(alias, connections.settings.get(alias, {}))
+
+
+def sqlite_problems(alias: str, database: dict[str, Any]) -> list[checks.CheckMessage]:
+    """The W004 warning for one entry of DATABASES, when it is SQLite without the recommended OPTIONS."""
+    if database.get("ENGINE") != "django.db.backends.sqlite3":
+        return []
+    options = database.get("OPTIONS") or {}
+    init = "".join(str(options.get("init_command", "")).lower().split())
+    missing = []
+    if "journal_mode=wal" not in init:
+        missing.append("WAL (readers beside the writer, and a commit without a second file rewrite)")
+    if str(options.get("transaction_mode", "")).upper() != "IMMEDIATE":
+        missing.append("IMMEDIATE transactions (a writer waits for the lock at BEGIN instead of failing)")
+    if not missing:
+        return []
+    return [
+        checks.Warning(
+            f"DATABASES[{alias!r}] is SQLite without {' or '.join(missing)}: with worker processes and "
+            "your own requests writing to one file, jobs run slowly and 'database is locked' errors appear.",
+            hint=f'Add to DATABASES[{alias!r}]: "OPTIONS": {SQLITE_OPTIONS!r}, and "CONN_MAX_AGE": 60 '
+            "(synchronous=NORMAL in WAL mode can lose the last commits on power loss, never corrupt the "
+            "file; leave it out to keep FULL). See docs/howto/deploy.md.",
+            id="backwave.W004",
+        )
+    ]
+
+
 @checks.register("backwave")
 def check_database_server(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """On Django's mysql backend: read what the server is (MariaDB or MySQL, its version) and how the

@@ -68,6 +68,11 @@ class _Refused(Exception):
         return f"{_path(f'argument {name!r}', self.steps[::-1])} {self.problem}"
 
 
+#: The one encoder of payloads and return values: compact, UTF-8 kept as is. Made once (``json.dumps`` with
+#: options builds a new encoder per call, a fifth of encoding a small payload).
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def encode(arguments: Mapping[str, Any]) -> str:
     """JSON text for ``arguments`` (parameter name to value). Raises PayloadError naming the argument."""
     encoded = {}
@@ -79,14 +84,14 @@ def encode(arguments: Mapping[str, Any]) -> str:
             encoded[name] = _encode(value, 0)
         except _Refused as exc:
             raise PayloadError(exc.message(name)) from None
-    return json.dumps(encoded, separators=(",", ":"), ensure_ascii=False)
+    return _JSON.encode(encoded)
 
 
 def encode_value(value: Any, what: str = "the return value") -> str:
     """JSON text for one value (a handler's return value), by the same rules as the arguments. Raises
     PayloadError naming ``what`` and where inside it the problem is."""
     try:
-        return json.dumps(_encode(value, 0), separators=(",", ":"), ensure_ascii=False)
+        return _JSON.encode(_encode(value, 0))
     except _Refused as exc:
         raise PayloadError(_path(what, exc.steps[::-1]) + f" {exc.problem}") from None
 

@@ -362,20 +362,45 @@ def job_rows(new_jobs: list[Any], enqueued: list[Any], now: datetime, using: str
     from .models import Job
 
     holders = Job.objects.using(using).in_bulk([done.id for done in enqueued if done.duplicate])
+    make = _row_maker(Job, using)
     rows = []
     for new, done in zip(new_jobs, enqueued, strict=True):
-        if done.duplicate:
-            row = holders[done.id]
-        else:
-            row = Job(
-                id=done.id, wire_name=new.wire_name, queue=new.queue, payload=new.payload,
-                max_attempts=new.max_attempts, due_at=new.due_at, created_at=now, timeout=new.timeout,
-                priority=new.priority, unique_key=new.unique_key, trace_context=new.trace_context,
-            )  # fmt: skip
-            row._state.adding, row._state.db = False, using
+        row = holders[done.id] if done.duplicate else make(new, done.id, now)
         row.duplicate = done.duplicate
         rows.append(row)
     return rows
+
+
+def _row_maker(model: type[Job], using: str) -> Callable[[Any, int, datetime], Job]:
+    """Builds the model instance of a job just written. The first goes through the model's ``__init__``;
+    the others copy its attributes and set the job's own, which a batch of thousands needs (``__init__``
+    was two thirds of ``enqueue_many``'s time in the client). Where something listens to the model's
+    ``pre_init`` or ``post_init`` signals, every instance goes through ``__init__``, so listeners see all."""
+    from django.db.models.base import ModelState
+    from django.db.models.signals import post_init, pre_init
+
+    template: dict[str, Any] = {}
+    copy = not (pre_init.has_listeners(model) or post_init.has_listeners(model))
+
+    def make(new: Any, job_id: int, now: datetime) -> Job:
+        own = {
+            "id": job_id, "wire_name": new.wire_name, "queue": new.queue, "payload": new.payload,
+            "max_attempts": new.max_attempts, "due_at": new.due_at, "created_at": now, "timeout": new.timeout,
+            "priority": new.priority, "unique_key": new.unique_key, "trace_context": new.trace_context,
+        }  # fmt: skip
+        if template:
+            row = model.__new__(model)
+            state = ModelState()
+            state.adding, state.db = False, using
+            row.__dict__.update(template, _state=state, **own)
+            return row
+        row = model(**own)
+        row._state.adding, row._state.db = False, using
+        if copy:
+            template.update((k, v) for k, v in row.__dict__.items() if k != "_state")
+        return row
+
+    return make
 
 
 def _payload_signature(target: Callable[..., Any], is_class: bool) -> tuple[inspect.Signature, str | None]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..core.names import queue_name_problem, unique_key_problem, wire_name_problem
 from ..core.retry import MAX_ATTEMPTS_LIMIT
 from .contract import (
@@ -23,14 +25,24 @@ def priority_problem(value: object) -> str | None:
     return None
 
 
-def check_new_job(new: NewJob, max_payload_bytes: int) -> None:
-    """Raise before anything is written when a new job breaks a bound."""
-    problem = wire_name_problem(new.wire_name)
-    if problem:
-        raise WireNameTooLong(problem)
-    problem = queue_name_problem(new.queue)
-    if problem:
-        raise StoreError(problem)
+def check_new_jobs(jobs: Sequence[NewJob], max_payload_bytes: int) -> None:
+    """Raise before anything is written when one of ``jobs`` breaks a bound. The fields a batch usually
+    shares (everything but the payload) are checked once per distinct set of values, the payload of each."""
+    shared: set[tuple[object, ...]] = set()
+    for new in jobs:
+        fields = (new.wire_name, new.queue, new.trace_context, new.max_attempts, new.priority, new.unique_key)
+        key = (*fields, *(type(value) for value in fields))  # True == 1: a bool must not pass for an int
+        try:
+            seen = key in shared
+        except TypeError:  # an unhashable value: wrong, and _check_shared says how
+            seen = False
+        if not seen:
+            _check_shared(new)
+            shared.add(key)
+        _check_payload(new, max_payload_bytes)
+
+
+def _check_payload(new: NewJob, max_payload_bytes: int) -> None:
     try:
         size = len(new.payload.encode("utf-8"))
     except UnicodeEncodeError:
@@ -44,6 +56,15 @@ def check_new_job(new: NewJob, max_payload_bytes: int) -> None:
             f"the payload of {new.wire_name!r} is {size} bytes; the limit is {max_payload_bytes} "
             "(BACKWAVE['MAX_PAYLOAD_BYTES']). Store large data elsewhere and pass a reference."
         )
+
+
+def _check_shared(new: NewJob) -> None:
+    problem = wire_name_problem(new.wire_name)
+    if problem:
+        raise WireNameTooLong(problem)
+    problem = queue_name_problem(new.queue)
+    if problem:
+        raise StoreError(problem)
     context = new.trace_context
     if not isinstance(context, str) or len(context) > MAX_TRACE_CONTEXT_BYTES or not context.isascii():
         raise StoreError(

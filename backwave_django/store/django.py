@@ -31,7 +31,7 @@ from ..core.states import State
 from ..core.text import clean
 from ..models import AuditRecord, Job, Lease, Outcome, PumpStatus, QueueSettings
 from . import changes, faults, inserts, sqlite
-from .bounds import check_concurrency_limit, check_new_job
+from .bounds import check_concurrency_limit, check_new_jobs
 from .changes import CLAIMED_FIELDS, Change
 from .contract import (
     MAX_CONCURRENCY_LIMIT,
@@ -135,8 +135,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
     # -- enqueue -----------------------------------------------------------------------------------
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
-        for new in jobs:
-            check_new_job(new, max_payload_bytes)
+        check_new_jobs(jobs, max_payload_bytes)
         if not jobs:
             return []
         with self._write():
@@ -180,8 +179,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
         claimed: list[ClaimedJob] = []
         with self._write():
             settings = self._queue_settings(queues)
-            due = Job.objects.using(self.using).claimable(list(queues), now).order_by()
-            with_due = set(due.values_list("queue", flat=True).distinct())  # one query, not one per queue
+            with_due = self._queues_with_due(queues, now)
             for queue in (q for q in queues if q in with_due):
                 take = max_jobs - len(claimed)
                 if take <= 0:
@@ -195,6 +193,15 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
                 if take > 0:
                     claimed += self._claim_queue(worker_id, queue, take, lease_duration, now, limited=limited)
         return claimed
+
+    def _queues_with_due(self, queues: Sequence[str], now: datetime) -> set[str]:
+        """The queues among ``queues`` that hold a due job. One queue is not looked at: its claim finds out
+        for itself, and the look would read the whole backlog (SELECT DISTINCT over the claimable rows was
+        measured to cost more than the claim under a 20,000-job backlog)."""
+        if len(queues) == 1:
+            return set(queues)
+        due = Job.objects.using(self.using).claimable(list(queues), now).order_by()
+        return set(due.values_list("queue", flat=True).distinct())  # one query, not one per queue
 
     def _free_slots(self, queue: str) -> int:
         """Slots left under a queue's limit, read under its settings row lock (limited claimers serialize)."""

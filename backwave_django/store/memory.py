@@ -32,7 +32,7 @@ from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.text import clean
 from . import changes
-from .bounds import check_concurrency_limit, check_new_job
+from .bounds import check_concurrency_limit, check_new_jobs
 from .changes import Change
 from .contract import (
     MAX_HEALTH_DETAIL_BYTES,
@@ -212,8 +212,7 @@ class MemoryStore(MemorySchedulingMixin):
     # -- jobs in ------------------------------------------------------------------------------------
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
-        for new in jobs:
-            check_new_job(new, max_payload_bytes)
+        check_new_jobs(jobs, max_payload_bytes)
         with self._lock:
             self._fault("enqueue", "before")
             done: dict[int, EnqueuedJob] = {}

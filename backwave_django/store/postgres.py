@@ -27,10 +27,11 @@ from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.transitions import CLAIMABLE
 from . import changes
-from .bounds import check_new_job
+from .bounds import check_new_jobs
 from .changes import Change
 from .contract import EnqueuedJob, NewJob, OutcomeDetail, StoreError
 from .django import DjangoStore
+from .postgres_claim import claim_one_queue
 
 #: The first key of our two-key advisory locks, so they never collide with an application's own.
 ADVISORY_CLASS = 0x4257  # "BW"
@@ -68,6 +69,22 @@ WITH inserted AS (
 SELECT id, (SELECT count(*) FROM hinted) FROM inserted
 """
 
+#: Jobs that differ only in their payload (what ``enqueue_many`` writes): the shared values are sent once,
+#: the payloads as one array; sending each shared column as an array of equal values cost the client more
+#: than the server spent inserting.
+ENQUEUE_UNIFORM = f"""
+WITH inserted AS (
+    {_INSERT_COLUMNS}
+    SELECT %s, %s, p, 'scheduled', 0, %s, %s, %s, '', false, %s::interval, %s, %s
+    FROM unnest(%s::text[]) WITH ORDINALITY AS u(p, n)
+    ORDER BY n
+    RETURNING id
+), hinted AS (
+    SELECT pg_notify(%s, %s) WHERE %s
+)
+SELECT id, (SELECT count(*) FROM hinted) FROM inserted
+"""
+
 #: One job: a plain VALUES insert plans and runs faster than the unnest form.
 ENQUEUE_ONE = f"""
 WITH inserted AS (
@@ -95,6 +112,14 @@ ENQUEUE_KEYED = f"""
 LOCK_AND_READ_SETTINGS = """
 SELECT q, pg_advisory_xact_lock_shared(%s, hashtext(q)), s.paused, s.concurrency_limit
 FROM unnest(%s::text[]) AS q LEFT JOIN backwave_django_queuesettings s ON s.queue = q
+"""
+
+#: Which of several queues hold a due job: one index probe per queue, whatever the backlog.
+QUEUES_WITH_DUE = f"""
+SELECT q FROM unnest(%s::text[]) AS q
+WHERE EXISTS (
+    SELECT 1 FROM backwave_django_job WHERE state = '{CLAIMABLE}' AND queue = q AND due_at <= %s
+)
 """
 
 #: One queue, no limit: pick, lease and log in one statement. The settings guard runs on this statement's
@@ -197,6 +222,12 @@ WITH renewed AS (
 )
 SELECT r.job_id, j.cancel_requested FROM renewed r JOIN backwave_django_job j ON j.id = r.job_id
 """
+
+
+def _shared(new: NewJob) -> tuple[object, ...]:
+    """What ENQUEUE_UNIFORM sends once for a whole batch (the unique key is None in both statements)."""
+    return (new.wire_name, new.queue, new.max_attempts, new.due_at, new.timeout, new.priority,
+            new.trace_context)  # fmt: skip
 
 
 def _arrays(pairs: Sequence[tuple[Change, Change]]) -> dict[str, list[Any]]:
@@ -341,8 +372,7 @@ class PostgresStore(DjangoStore):
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
         if any(new.unique_key is not None for new in jobs):
             return super().enqueue(jobs, now=now, max_payload_bytes=max_payload_bytes)  # one by one
-        for new in jobs:
-            check_new_job(new, max_payload_bytes)
+        check_new_jobs(jobs, max_payload_bytes)
         if not jobs:
             return []
         due_queues = sorted({new.queue for new in jobs if new.due_at <= now})
@@ -352,6 +382,12 @@ class PostgresStore(DjangoStore):
             one = [new.wire_name, new.queue, new.payload, new.max_attempts, new.due_at, now, new.timeout]
             params = [*one, new.priority, new.trace_context, channel, new.queue, bool(due_queues)]
             rows = self._rows(ENQUEUE_ONE, params, prepare=True)
+        elif len({_shared(new) for new in jobs}) == 1:
+            new = jobs[0]
+            one = [new.wire_name, new.queue, new.max_attempts, new.due_at, now, new.timeout, new.priority]
+            payloads = [new.payload for new in jobs]
+            params = [*one, new.trace_context, payloads, channel, new.queue, bool(due_queues)]
+            rows = self._rows(ENQUEUE_UNIFORM, params, prepare=True)  # one statement: atomic on its own
         else:
             params = [
                 now,
@@ -379,6 +415,28 @@ class PostgresStore(DjangoStore):
     def _queue_settings(self, queues: Sequence[str]) -> dict[str, tuple[bool, int | None]]:
         rows = self._rows(LOCK_AND_READ_SETTINGS, [ADVISORY_CLASS, list(queues)])
         return {q: (paused, limit) for q, _, paused, limit in rows if paused is not None}
+
+    def claim(
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str],
+        max_jobs: int,
+        lease_duration: timedelta,
+        now: datetime,
+    ) -> list[ClaimedJob]:
+        if len(queues) == 1 and max_jobs > 0 and self.connection.get_autocommit():
+            limited, claimed = claim_one_queue(self, worker_id, queues[0], max_jobs, lease_duration, now)
+            if not limited:
+                return claimed
+        return super().claim(
+            worker_id=worker_id, queues=queues, max_jobs=max_jobs, lease_duration=lease_duration, now=now
+        )
+
+    def _queues_with_due(self, queues: Sequence[str], now: datetime) -> set[str]:
+        if len(queues) == 1:
+            return set(queues)
+        return {q for (q,) in self._rows(QUEUES_WITH_DUE, [list(queues), now])}
 
     def _claim_queue(
         self,

@@ -298,3 +298,33 @@ def test_claims_and_reports_are_never_prepared_even_where_the_project_prepares_e
         connection.connection.prepare_threshold = None
     assert len(prepared) == 1 and "INSERT INTO backwave_django_job" in prepared[0]  # the batch enqueue
     assert Job.objects.filter(state="succeeded").count() == 6
+
+
+def _fields(job: Job) -> dict[str, object]:
+    return {field.attname: getattr(job, field.attname) for field in Job._meta.concrete_fields}
+
+
+def test_the_jobs_enqueue_many_returns_hold_what_was_stored_each_its_own(db):
+    returned = jobs.add.using(priority=3).enqueue_many([(1, 2), {"a": 3, "b": 4}, (5, 6)])
+    stored = Job.objects.in_bulk([job.id for job in returned])
+    assert len({job.id for job in returned}) == 3
+    for job in returned:
+        assert _fields(job) == _fields(stored[job.id])
+        assert not job._state.adding and job._state.db == "default" and job.duplicate is False
+    assert len({id(job._state) for job in returned}) == 3  # no state shared between instances
+
+
+def test_a_post_init_listener_sees_every_job_enqueue_many_returns(db):
+    from django.db.models.signals import post_init
+
+    seen = []
+
+    def listener(sender, instance, **kwargs):
+        seen.append(instance)
+
+    post_init.connect(listener, sender=Job)
+    try:
+        returned = jobs.add.enqueue_many([(i, i) for i in range(4)])
+    finally:
+        post_init.disconnect(listener, sender=Job)
+    assert all(any(job is instance for instance in seen) for job in returned)
