@@ -10,6 +10,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from ..core import schedules as schedule_rules
 from ..core.records import AuditAction
 from ..core.retention import PurgeRule
 from ..core.schedules import MAX_RECORDED_SKIPS, MintDecision, ScheduleState
@@ -117,6 +118,11 @@ class MemorySchedulingMixin:
         stored = self._schedule_table().get(decision.schedule)
         if stored is None or stored.removed_at is not None or stored.cursor != decision.expected_cursor:
             return 0
+        decision = schedule_rules.confirmed(  # a run may have become live since the schedule was loaded
+            decision,
+            no_overlap=stored.definition.no_overlap,
+            has_live_instance=lambda: self._live_runs[decision.schedule] > 0,
+        )
         last_run = max(decision.ticks) if decision.ticks else stored.last_run_at
         self._schedule_table()[stored.name] = replace(
             stored,
