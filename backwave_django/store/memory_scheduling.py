@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -25,6 +24,7 @@ from .contract import (
     SyncResult,
     TriggerResult,
 )
+from .copies import replace
 
 
 class MemorySchedulingMixin:
