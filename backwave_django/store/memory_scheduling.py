@@ -9,10 +9,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..core import schedules as schedule_rules
 from ..core.records import AuditAction
 from ..core.retention import PurgeRule
-from ..core.schedules import MAX_RECORDED_SKIPS, MintDecision, ScheduleState
+from ..core.schedules import MAX_RECORDED_SKIPS, MintDecision, ScheduleState, confirmed
 from ..core.states import State
 from . import changes
 from .contract import (
@@ -118,7 +117,7 @@ class MemorySchedulingMixin:
         stored = self._schedule_table().get(decision.schedule)
         if stored is None or stored.removed_at is not None or stored.cursor != decision.expected_cursor:
             return 0
-        decision = schedule_rules.confirmed(  # a run may have become live since the schedule was loaded
+        decision = confirmed(  # a run may have become live since the schedule was loaded
             decision,
             no_overlap=stored.definition.no_overlap,
             has_live_instance=lambda: self._live_runs[decision.schedule] > 0,
