@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from . import codec
@@ -51,7 +50,7 @@ def _context_parameter(signature: inspect.Signature) -> str | None:
 
 def _misfit(signature: inspect.Signature, names: tuple[str, ...]) -> str | None:
     """Why keyword arguments by these names, in this order, do not fit ``signature``, or None. Binding
-    keyword arguments looks at their names only, so the answer is kept (:func:`_known_misfit`)."""
+    keyword arguments looks at their names only, so each registration keeps the answer by names."""
     try:
         signature.bind(**dict.fromkeys(names))
     except TypeError as exc:
@@ -59,7 +58,8 @@ def _misfit(signature: inspect.Signature, names: tuple[str, ...]) -> str | None:
     return None
 
 
-_known_misfit = lru_cache(maxsize=1024)(_misfit)
+#: At most this many sets of argument names are remembered per registration (then it starts again).
+MAX_KNOWN_MISFITS = 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,6 +76,10 @@ class JobRegistration:
     context_parameter: str | None
     priority: int = 0  # the claim order within the queue: higher first
     is_async: bool = False  # an ``async def`` handler (or run method): it runs on the Pump's event loop
+    #: What :func:`_misfit` said of each tuple of argument names (a signature is costly to hash as a key).
+    _misfits: dict[tuple[str, ...], str | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def handler_path(self) -> str:
@@ -100,10 +104,14 @@ class JobRegistration:
     def decode(self, payload: str) -> dict[str, Any]:
         """The stored arguments, checked against today's signature. Raises PayloadDecodeError."""
         arguments = codec.decode(payload)
-        try:
-            problem = _known_misfit(self.signature, tuple(arguments))
-        except TypeError:  # a signature that cannot be a key (a default such as a list): checked each time
-            problem = _misfit(self.signature, tuple(arguments))
+        names = tuple(arguments)
+        known = self._misfits
+        if names in known:
+            problem = known[names]
+        else:
+            if len(known) >= MAX_KNOWN_MISFITS:
+                known.clear()
+            problem = known[names] = _misfit(self.signature, names)
         if problem is not None:
             message = f"payload does not fit {self.handler_path}{self.signature}: {problem}"
             raise codec.PayloadDecodeError(message)

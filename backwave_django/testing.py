@@ -120,7 +120,7 @@ class TestPump:
         self._walkers = Walkers()
         self._fifo: deque[ev.Event] = deque()
         self.executor = Executor(
-            registry, worker_id, lambda: self.now, self._run, max_output_bytes=settings.max_output_bytes
+            registry, worker_id, self._clock, self._run, max_output_bytes=settings.max_output_bytes
         )
         if schedules:  # BACKWAVE['SCHEDULES'], as a worker starting now would store them
             sync_schedules(self.store, settings, registry, now=self._now)
@@ -132,7 +132,7 @@ class TestPump:
             started_at=self._now,
             executor=self.executor,
             host=self,
-            clock=lambda: self.now,
+            clock=self._clock,
             raise_faults=True,
         )
 
@@ -140,13 +140,17 @@ class TestPump:
     def now(self) -> datetime:
         """Virtual time. Without an explicit ``start`` it never lags the wall clock, so a job the test has
         just enqueued (stamped with the real time) is due at once."""
-        if self._follows_wall_clock:
-            self._now = max(self._now, timezone.now())
-        return self._now
+        return self._clock()
 
     @now.setter
     def now(self, value: datetime) -> None:
         self._now = value
+
+    def _clock(self) -> datetime:
+        """``now``, as the runner and the executor read it (twice a command: one call, not two)."""
+        if self._follows_wall_clock:
+            self._now = max(self._now, timezone.now())
+        return self._now
 
     def __enter__(self) -> TestPump:
         return self
@@ -257,7 +261,7 @@ class TestPump:
             self._fifo.append(event)
 
     def request_poll(self) -> None:
-        self._fifo.append(ev.PollDue(now=self.now))
+        self._fifo.append(ev.PollDue(now=self._clock()))
 
     def wake_at(self, at: datetime) -> None:
         """Nothing to wake: the test pump has no timers that matter while handlers run inline."""

@@ -21,6 +21,11 @@ nothing. ``no_overlap`` skips every tick
 while the schedule's previous run is not finished, and mints at most one. The cursor moves to the last tick
 considered, so every tick is decided once; the store moves it by compare-and-set, so across a cluster each
 tick is minted at most once.
+
+The planner reads whether a run is live a moment before the store mints, and a run can become live in
+between (an operator's "run now", or a requeue of the previous run). So the store asks again under the
+schedule's lock, which every path that makes a run of a schedule live takes, and mints what
+:func:`confirmed` keeps of the decision.
 """
 
 from __future__ import annotations
@@ -28,8 +33,8 @@ from __future__ import annotations
 import enum
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -317,3 +322,16 @@ def plan(
         skipped=skipped,
         skipped_count=window.count - len(mint),
     )
+
+
+def confirmed(
+    decision: MintDecision, *, no_overlap: bool, has_live_instance: Callable[[], bool]
+) -> MintDecision:
+    """What a store mints of ``decision``, asked under the schedule's lock: for a ``no_overlap`` schedule with
+    a run live by then (``has_live_instance``, asked only when the answer matters), no run, and its ticks
+    skipped and counted like every tick that comes while a run is live; the cursor moves all the same."""
+    if not (no_overlap and decision.ticks) or not has_live_instance():
+        return decision
+    skipped = tuple(sorted((*decision.skipped, *decision.ticks)))[-MAX_RECORDED_SKIPS:]
+    count = decision.skipped_count + len(decision.ticks)
+    return replace(decision, ticks=(), skipped=skipped, skipped_count=count)

@@ -63,9 +63,10 @@ INVARIANTS: dict[str, str] = {
     "CoalesceOneMakeUp": "a coalesce schedule's cursor moving over missed ticks (older than the misfire "
     "grace "
     "when its Pump read it) mints at most one run for them, however many, and at least one run unless the "
-    "schedule was paused, or busy with NO_OVERLAP, when read",
-    "NoOverlap": "a NO_OVERLAP schedule's tick is minted only while no run of it is live (run now ignores "
-    "NO_OVERLAP, as documented, but its run counts as live)",
+    "schedule was paused, or busy with NO_OVERLAP when read or when it minted",
+    "NoOverlap": "a NO_OVERLAP schedule's tick is minted only while no run of it is live, at the moment it "
+    "is minted, even when a run became live after its Pump read the schedule (run now ignores NO_OVERLAP, as "
+    "documented, but its run counts as live)",
     "RemovedScheduleIdle": "once its removal has committed, a schedule removed from the settings mints "
     "nothing and its cursor stays",
     "ScheduleLiveness": "once the faults heal, every schedule still in the settings keeps up: when the drain "

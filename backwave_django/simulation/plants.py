@@ -25,7 +25,7 @@ from ..core.schedules import MintDecision, Misfire, ScheduleState, Walkers
 from ..core.schedules import plan as plan_ticks
 from ..core.states import State
 from ..core.transitions import LEASE_ENDINGS
-from ..store import changes
+from ..store import changes, memory_scheduling
 from ..store.contract import JobView, LeaseView, OutcomeDetail, ReportResult
 from ..store.memory import MemoryStore
 from .run import Outcome, Plant, run
@@ -132,10 +132,23 @@ class _PurgeByAge(MemoryStore):
 
 
 class _ForgetsLiveRuns(MemoryStore):
-    """The schedules are read without their live runs: NO_OVERLAP never sees one."""
+    """The schedules are read, and minted, without their live runs: NO_OVERLAP never sees one."""
 
     def load_schedules(self, queues: Sequence[str]) -> list[ScheduleState]:
         return [replace(s, has_live_instance=False) for s in super().load_schedules(queues)]
+
+    def _mint_one(self, decision: MintDecision, now: datetime) -> int:
+        original = getattr(memory_scheduling, "confirmed")  # noqa: B009 (a module attribute, put back below)
+        setattr(memory_scheduling, "confirmed", _as_planned)  # noqa: B010
+        try:
+            return super()._mint_one(decision, now)
+        finally:
+            setattr(memory_scheduling, "confirmed", original)  # noqa: B010
+
+
+def _as_planned(decision: MintDecision, **_: Any) -> MintDecision:
+    """``core.schedules.confirmed`` that never asks whether a run is live."""
+    return decision
 
 
 def _every_missed_tick(
@@ -240,7 +253,7 @@ PLANTS = (
     ),
     Plant(
         name="no-overlap-forgets-live-runs",
-        description="schedules are read without their live runs, so NO_OVERLAP never sees one",
+        description="schedules are read and minted without their live runs, so NO_OVERLAP never sees one",
         store_class=_ForgetsLiveRuns,
     ),
     Plant(

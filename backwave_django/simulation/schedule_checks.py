@@ -98,13 +98,14 @@ class ScheduleWatch:
 
         def mint(*, decisions: Sequence[MintDecision], now: datetime) -> int:
             before = {view.name: view for view in store.list_schedules()}
+            busy = frozenset(name for name in self.no_overlap if self.live[name])  # as the store will see
             first = len(self.log)
             try:
                 minted = store.mint(decisions, now=now)
             except TransientFault:  # a fault after a commit: what committed is judged all the same
-                self._landed(before, store.list_schedules(), self.log[first:], loaded)
+                self._landed(before, store.list_schedules(), self.log[first:], loaded, busy)
                 raise
-            self._landed(before, store.list_schedules(), self.log[first:], loaded)
+            self._landed(before, store.list_schedules(), self.log[first:], loaded, busy)
             return minted
 
         mint.__name__ = "mint"
@@ -116,15 +117,16 @@ class ScheduleWatch:
         after: Sequence[ScheduleView],
         runs: Sequence[JobView],
         loaded: Loaded | None,
+        busy: frozenset[str],
     ) -> None:
         for view in after:
             old = before.get(view.name)
             mine = [run for run in runs if run.schedule == view.name]
             if old is not None and (old.cursor != view.cursor or mine):
-                self._moved(old, view, mine, loaded)
+                self._moved(old, view, mine, loaded, view.name in busy)
 
     def _moved(
-        self, old: ScheduleView, new: ScheduleView, runs: list[JobView], loaded: Loaded | None
+        self, old: ScheduleView, new: ScheduleView, runs: list[JobView], loaded: Loaded | None, busy: bool
     ) -> None:
         self.checker.expect(
             old.removed_at is None,
@@ -133,10 +135,16 @@ class ScheduleWatch:
         )
         state = loaded.schedules.get(new.name) if loaded is not None else None
         if state is not None and loaded is not None and old.definition.misfire is Misfire.COALESCE:
-            self._coalesced(old, new, runs, state, loaded)
+            self._coalesced(old, new, runs, state, loaded, busy)
 
     def _coalesced(
-        self, old: ScheduleView, new: ScheduleView, runs: list[JobView], state: ScheduleState, loaded: Loaded
+        self,
+        old: ScheduleView,
+        new: ScheduleView,
+        runs: list[JobView],
+        state: ScheduleState,
+        loaded: Loaded,
+        busy: bool,
     ) -> None:
         missed_before = loaded.at - loaded.grace  # a tick before this was missed when the Pump read it
         make_ups = [r.scheduled_for for r in runs if r.scheduled_for and r.scheduled_for < missed_before]
@@ -147,7 +155,8 @@ class ScheduleWatch:
         )
         if old.definition.cadence.next_after(old.cursor) >= missed_before:
             return  # nothing was missed: an ordinary move
-        idle = state.paused or (state.no_overlap and state.has_live_instance)
+        # Busy when read, or by the time it minted (a run now, or a requeue, in between): nothing to make up.
+        idle = state.paused or (state.no_overlap and (state.has_live_instance or busy))
         covered = runs or any(name == new.name and old.cursor < t <= new.cursor for name, t in self.triggered)
         self.checker.expect(
             idle or bool(covered),

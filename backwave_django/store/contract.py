@@ -390,7 +390,9 @@ class JobStore(Protocol):
     def mint(self, decisions: Sequence[MintDecision], *, now: datetime) -> int:
         """Carry out each decision in its own transaction, only if its schedule's cursor still stands at
         ``expected_cursor`` (compare-and-set): move the cursor, count and record the skipped ticks, insert one
-        job per tick (a tick already minted is left as it is). Returns the jobs inserted."""
+        job per tick (a tick already minted is left as it is). Under the schedule's lock, a ``no_overlap``
+        schedule with a run live by then mints what ``core.schedules.confirmed`` keeps: nothing, its ticks
+        counted as skipped. Returns the jobs inserted."""
         ...
 
     def list_schedules(self) -> list[ScheduleView]: ...
@@ -403,7 +405,8 @@ class JobStore(Protocol):
 
     def trigger_schedule(self, name: str, *, actor: str, now: datetime) -> TriggerResult:
         """Mint one run now, outside the cadence (the cursor does not move), even while a run is live under
-        ``no_overlap``: an operator's override. Audited."""
+        ``no_overlap``: an operator's override. Audited. Holds the schedule's lock while it inserts (as a
+        requeue of one of its runs does), so a mint in flight sees the run as live."""
         ...
 
     # -- retention -----------------------------------------------------------------------------------

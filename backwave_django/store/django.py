@@ -457,6 +457,10 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
 
     def requeue(self, job_id: int, *, actor: str, now: datetime) -> RequeueResult:
         with self._write():
+            schedule = Job.objects.using(self.using).filter(id=job_id).values_list("schedule", flat=True)
+            name = schedule.first()
+            if name is not None:
+                self._lock_schedule(name)  # a run made live again: a mint in flight waits, then sees it
             found = Job.objects.using(self.using).select_for_update().filter(id=job_id)
             row = found.values_list("state", "queue", "wire_name", "unique_key").first()
             if row is None or not changes.can_requeue(State(row[0])):

@@ -20,7 +20,7 @@ import bisect
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -51,6 +51,7 @@ from .contract import (
     ScheduleView,
     StoreError,
 )
+from .copies import replace
 from .memory_scheduling import MemorySchedulingMixin
 from .order import inserts_order
 

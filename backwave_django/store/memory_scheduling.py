@@ -6,13 +6,12 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..core.records import AuditAction
 from ..core.retention import PurgeRule
-from ..core.schedules import MAX_RECORDED_SKIPS, MintDecision, ScheduleState
+from ..core.schedules import MAX_RECORDED_SKIPS, MintDecision, ScheduleState, confirmed
 from ..core.states import State
 from . import changes
 from .contract import (
@@ -24,6 +23,7 @@ from .contract import (
     SyncResult,
     TriggerResult,
 )
+from .copies import replace
 
 
 class MemorySchedulingMixin:
@@ -117,6 +117,11 @@ class MemorySchedulingMixin:
         stored = self._schedule_table().get(decision.schedule)
         if stored is None or stored.removed_at is not None or stored.cursor != decision.expected_cursor:
             return 0
+        decision = confirmed(  # a run may have become live since the schedule was loaded
+            decision,
+            no_overlap=stored.definition.no_overlap,
+            has_live_instance=lambda: self._live_runs[decision.schedule] > 0,
+        )
         last_run = max(decision.ticks) if decision.ticks else stored.last_run_at
         self._schedule_table()[stored.name] = replace(
             stored,

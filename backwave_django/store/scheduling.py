@@ -3,6 +3,10 @@
 Every tick is minted at most once across a cluster, by two guarantees that do not depend on each other: the
 cursor moves by compare-and-set (a node whose read is stale changes nothing), and a job's (schedule, tick) is
 unique in the database (``backwave_job_schedule_tick``), so even a second insert of a tick inserts nothing.
+
+A NO_OVERLAP schedule never gets a tick's run beside a live one: every path that makes a run of a schedule
+live (a mint, "run now", a requeue of one of its runs) holds the schedule's row lock while it does
+(:meth:`SchedulingMixin._lock_schedule`), and a mint asks again under that lock whether a run is live.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from django.db import IntegrityError
 from django.db.models import F
 
 from ..core.records import AuditAction
-from ..core.schedules import MAX_RECORDED_SKIPS, MintDecision, Misfire, ScheduleState
+from ..core.schedules import MAX_RECORDED_SKIPS, MintDecision, Misfire, ScheduleState, confirmed
 from ..core.states import State
 from ..models import Job, Schedule
 from .contract import ScheduleDefinition, ScheduleView, SyncResult, TriggerResult
@@ -153,6 +157,9 @@ class SchedulingMixin:
             )
             if row is None:
                 return 0  # another node moved the cursor first, or the schedule is gone
+            decision = confirmed(  # a run may have become live since the schedule was loaded
+                decision, no_overlap=row.no_overlap, has_live_instance=lambda: self._has_live_run(row.name)
+            )
             skips = [*json.loads(row.recent_skips), *(t.isoformat() for t in decision.skipped)]
             values: dict[str, Any] = {
                 "cursor": decision.new_cursor,
@@ -164,6 +171,15 @@ class SchedulingMixin:
             Schedule.objects.using(self.using).filter(name=row.name).update(**values)
             inserted = self._insert_runs(row, decision.ticks, now)
         return inserted
+
+    def _has_live_run(self, name: str) -> bool:
+        return Job.objects.using(self.using).filter(schedule=name, state__in=LIVE).exists()
+
+    def _lock_schedule(self, name: str) -> Schedule | None:
+        """Inside a write transaction: the schedule's row (not removed), locked until the transaction ends,
+        or None. Taken by every path that makes a run of the schedule live, before it touches a job."""
+        found = Schedule.objects.using(self.using).select_for_update()
+        return found.filter(name=name, removed_at__isnull=True).first()
 
     def _insert_runs(self, row: Schedule, ticks: Sequence[datetime], now: datetime) -> int:
         """One job per tick, due at its tick; a tick minted already (by anyone) is left as it is (the unique
@@ -216,7 +232,7 @@ class SchedulingMixin:
 
     def trigger_schedule(self, name: str, *, actor: str, now: datetime) -> TriggerResult:
         with self._write():
-            row = Schedule.objects.using(self.using).filter(name=name, removed_at__isnull=True).first()
+            row = self._lock_schedule(name)  # a mint in flight sees this run as live, or has committed
             if row is None:
                 return TriggerResult.NOT_FOUND
             self._insert_runs(row, [now], now)

@@ -324,3 +324,48 @@ def test_concurrent_enqueues_of_one_unique_key_leave_exactly_one_job(db_store, r
     for key, (job_id,) in by_key.items():
         view = db_store.get_job(job_id)
         assert view is not None and view.unique_key == key and view.state is State.SCHEDULED
+
+
+@pytest.mark.parametrize("action", ["requeue", "run now"])
+def test_a_run_made_live_in_an_open_transaction_holds_a_no_overlap_mint_back_then_its_tick_is_skipped(
+    db_store, row_locks, action
+):
+    """A NO_OVERLAP schedule's mint, planned while no run was live, meets an operator who makes a run live (a
+    requeue of the last run, or a run now) in a transaction not yet committed: the mint waits for the
+    schedule's lock, then sees the live run and skips its tick. Without the lock it would mint beside it."""
+    from django.db import transaction
+
+    from .test_schedules import HOUR, definition, planned, scheduled_jobs
+
+    db_store.sync_schedules([definition(no_overlap=True, max_attempts=1)], now=T0)
+    db_store.mint([planned(db_store, T0 + HOUR)], now=T0 + HOUR)
+    [first] = db_store.claim(
+        worker_id="w:1:g:c", queues=["default"], max_jobs=1, lease_duration=LEASE, now=T0 + HOUR
+    )
+    failed = OutcomeReport(job_id=first.id, attempt=1, kind=OutcomeKind.FAILED, max_attempts=1)
+    db_store.report(worker_id="w:1:g:c", reports=[failed], retry=RETRY, now=T0 + HOUR)  # dead: not live
+    decision = planned(db_store, T0 + 2 * HOUR)
+    made_live = threading.Event()
+
+    def operator() -> None:
+        with transaction.atomic():
+            if action == "requeue":
+                db_store.requeue(first.id, actor="ops", now=T0 + 2 * HOUR)
+            else:
+                db_store.trigger_schedule("hourly", actor="ops", now=T0 + 2 * HOUR - timedelta(seconds=1))
+            made_live.set()
+            time.sleep(0.5)  # the mint runs meanwhile (it waits for this commit, or would mint beside it)
+
+    def minter() -> int:
+        assert made_live.wait(TIMEOUT)
+        return db_store.mint([decision], now=T0 + 2 * HOUR)
+
+    results = run_threads({"operator": operator, "minter": minter})
+
+    assert results["minter"] == 0, "a tick was minted beside a live run"
+    view = scheduled_jobs(db_store)
+    assert (view.cursor, view.skipped_count, view.recent_skips) == (T0 + 2 * HOUR, 1, (T0 + 2 * HOUR,))
+    runnable = db_store.claim(
+        worker_id="w:1:g:c", queues=["default"], max_jobs=10, lease_duration=LEASE, now=T0 + 3 * HOUR
+    )
+    assert len(runnable) == 1, "two runs of a NO_OVERLAP schedule are live"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from backwave_django.core.records import AuditAction, OutcomeKind
-from backwave_django.core.schedules import MintDecision, Misfire
+from backwave_django.core.schedules import MintDecision, Misfire, plan
 from backwave_django.core.states import State
 from backwave_django.store.contract import ScheduleDefinition, TriggerResult
 
@@ -177,3 +177,48 @@ def test_minted_jobs_follow_the_transitions_of_any_job(store):
     report(store, outcome(job, OutcomeKind.SUCCEEDED), now=T0 + HOUR)
     assert store.get_job(job.id).state is State.SUCCEEDED
     assert store.get_job(job.id).schedule == "hourly"
+
+
+# -- NO_OVERLAP: a run made live between the load and the mint -----------------------------------------
+
+
+def planned(store, now):
+    """What the Driver would decide for the one schedule, from a load made now."""
+    [state] = store.load_schedules(["default"])
+    decision = plan(state, now, grace=timedelta(minutes=5))
+    assert decision is not None and decision.ticks == (now,), "the planner saw no live run"
+    return decision
+
+
+def test_a_run_now_between_the_load_and_the_mint_makes_the_tick_skipped_not_a_second_run(store):
+    store.sync_schedules([definition(no_overlap=True)], now=T0)
+    decision = planned(store, T0 + HOUR)
+    store.trigger_schedule("hourly", actor="ops", now=T0 + HOUR - timedelta(seconds=1))  # live from now on
+    assert store.mint([decision], now=T0 + HOUR) == 0
+    view = scheduled_jobs(store)
+    assert (view.cursor, view.skipped_count, view.recent_skips) == (T0 + HOUR, 1, (T0 + HOUR,))
+    assert view.last_run_at is None  # a run now is not a run of the cadence
+    assert [j.scheduled_for for j in claim(store, now=T0 + HOUR)] == [T0 + HOUR - timedelta(seconds=1)]
+
+
+def test_a_requeue_of_the_last_run_between_the_load_and_the_mint_makes_the_tick_skipped(store):
+    store.sync_schedules([definition(no_overlap=True, max_attempts=1)], now=T0)
+    store.mint([decide((T0 + HOUR,))], now=T0 + HOUR)
+    [first] = claim(store, now=T0 + HOUR)
+    report(store, outcome(first, OutcomeKind.FAILED), now=T0 + HOUR)  # dead-lettered: not live
+    decision = planned(store, T0 + 2 * HOUR)
+    assert store.requeue(first.id, actor="ops", now=T0 + 2 * HOUR).value == "requeued"
+    assert store.mint([decision], now=T0 + 2 * HOUR) == 0
+    view = scheduled_jobs(store)
+    assert (view.cursor, view.skipped_count, view.recent_skips) == (T0 + 2 * HOUR, 1, (T0 + 2 * HOUR,))
+    assert [j.id for j in claim(store, now=T0 + 2 * HOUR)] == [first.id]
+
+
+def test_without_no_overlap_a_run_made_live_before_the_mint_changes_nothing(store):
+    store.sync_schedules([definition()], now=T0)
+    [state] = store.load_schedules(["default"])
+    decision = plan(state, T0 + HOUR, grace=timedelta(minutes=5))
+    assert decision is not None
+    store.trigger_schedule("hourly", actor="ops", now=T0 + HOUR - timedelta(seconds=1))
+    assert store.mint([decision], now=T0 + HOUR) == 1
+    assert scheduled_jobs(store).skipped_count == 0

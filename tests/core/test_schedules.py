@@ -17,6 +17,7 @@ from backwave_django.core.schedules import (
     ScheduleState,
     Walkers,
     _instant,
+    confirmed,
     cron_problem,
     plan,
     zone_problem,
@@ -348,6 +349,33 @@ def test_no_overlap_skips_every_tick_while_the_last_run_is_live_and_mints_at_mos
     assert (busy.ticks, busy.skipped_count) == ((), 1)
     free = plan(state(no_overlap=True, misfire=Misfire.COALESCE), T0 + timedelta(hours=3, seconds=1), GRACE)
     assert free.ticks == (T0 + timedelta(hours=3),)
+
+
+def test_a_run_found_live_at_mint_time_turns_a_no_overlap_schedule_s_tick_into_a_skip():
+    now = T0 + timedelta(hours=3, seconds=1)
+    decision = plan(state(no_overlap=True), now, GRACE)  # read while no run was live: mints 03:00
+    asked: list[bool] = []
+
+    def live() -> bool:
+        asked.append(True)
+        return True
+
+    found = confirmed(decision, no_overlap=True, has_live_instance=live)
+    assert (found.ticks, found.skipped_count, found.new_cursor) == ((), 3, T0 + timedelta(hours=3))
+    assert found.skipped == tuple(T0 + timedelta(hours=h) for h in (1, 2, 3))
+    assert confirmed(decision, no_overlap=True, has_live_instance=lambda: False) == decision
+    assert confirmed(decision, no_overlap=False, has_live_instance=live) == decision
+    busy = plan(state(no_overlap=True, has_live_instance=True), now, GRACE)
+    assert confirmed(busy, no_overlap=True, has_live_instance=live) == busy  # nothing to mint: not asked
+    assert len(asked) == 1
+
+
+def test_a_skip_found_at_mint_time_keeps_only_the_newest_skips():
+    cadence = Cadence(every=timedelta(minutes=1))
+    decision = plan(state(cadence=cadence, no_overlap=True), T0 + timedelta(minutes=40, seconds=1), GRACE)
+    found = confirmed(decision, no_overlap=True, has_live_instance=lambda: True)
+    assert found.skipped_count == 40 and len(found.skipped) == MAX_RECORDED_SKIPS
+    assert found.skipped[-1] == T0 + timedelta(minutes=40)
 
 
 def test_a_paused_schedule_skips_its_ticks():

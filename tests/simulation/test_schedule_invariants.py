@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
+from backwave_django.core.records import OutcomeKind, OutcomeReport
+from backwave_django.core.retry import RetryPolicy
 from backwave_django.core.schedules import MintDecision, Misfire, ScheduleState
 from backwave_django.core.states import State
 from backwave_django.simulation.invariants import INVARIANTS, Checker, Loaded, Violation
-from backwave_django.store.contract import JobView, ScheduleDefinition, ScheduleView
+from backwave_django.store.contract import JobView, RequeueResult, ScheduleDefinition, ScheduleView
 from backwave_django.store.memory import JobChange, MemoryStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -112,7 +114,7 @@ def no_make_up(checker: Checker) -> None:
 
 def a_removed_schedule_minting(checker: Checker) -> None:
     before = replace(schedule(T0), removed_at=T0)
-    checker.schedules._landed({"s0": before}, [replace(before, cursor=T0 + EVERY)], [], None)
+    checker.schedules._landed({"s0": before}, [replace(before, cursor=T0 + EVERY)], [], None, frozenset())
 
 
 def a_schedule_left_behind(checker: Checker) -> None:
@@ -176,8 +178,30 @@ def test_a_run_now_counts_as_live_but_is_not_a_tick():
     store = observed(checker, no_overlap=True)
     store.trigger_schedule("s0", actor="op", now=T0 + EVERY / 2)
     assert checker.schedules.live["s0"] == 1 and not checker.schedules.minted
-    with pytest.raises(Violation, match="NoOverlap"):
-        store.mint([decide((T0 + EVERY,), T0 + EVERY)], now=T0 + EVERY)
+    with pytest.raises(Violation, match="NoOverlap"):  # a mint that did not ask whether a run is live
+        store._insert_runs(store.list_schedules()[0].definition, [T0 + EVERY], T0 + EVERY)
+
+
+def test_a_make_up_run_planned_before_a_requeue_is_skipped_by_the_store_and_trips_nothing():
+    checker = Checker(lambda: 0)
+    checker.schedules.no_overlap = frozenset({"s0"})
+    store = observed(checker, no_overlap=True, misfire=Misfire.COALESCE)
+    first_tick = T0 + EVERY
+    minter = checker.minter(store, loaded(store, first_tick))
+    assert minter(decisions=[decide((first_tick,), first_tick)], now=first_tick) == 1
+    [first] = store.claim(
+        worker_id="h:1:g:w", queues=["q0"], max_jobs=1, lease_duration=EVERY, now=first_tick
+    )
+    failed = OutcomeReport(job_id=first.id, attempt=1, kind=OutcomeKind.FAILED, max_attempts=1)
+    store.report(worker_id="h:1:g:w", reports=[failed], retry=RetryPolicy(), now=first_tick)  # dead
+    now = T0 + 10 * EVERY
+    seen = loaded(store, now)  # no run live: the planner would mint the make-up run
+    assert store.requeue(first.id, actor="op", now=now) is RequeueResult.REQUEUED
+    later = replace(decide((now,), now, 8), expected_cursor=first_tick)
+    assert checker.minter(store, seen)(decisions=[later], now=now) == 0
+    [view] = store.list_schedules()
+    assert (view.cursor, view.skipped_count) == (now, 9)
+    checker.audit(store.all_jobs(), drained=False, schedules=store.list_schedules())
 
 
 def test_a_paused_coalesce_schedule_passing_missed_ticks_trips_nothing():
