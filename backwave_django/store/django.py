@@ -13,7 +13,7 @@ module only reads the facts the decision needs and writes the result.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,7 +29,7 @@ from ..core.records import ClaimedJob, HeartbeatResult, OutcomeKind, OutcomeRepo
 from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.text import clean
-from ..models import AuditRecord, Job, Lease, Outcome, PumpStatus, QueueSettings
+from ..models import AuditRecord, Job, JobTag, Lease, Outcome, PumpStatus, QueueSettings
 from . import changes, faults, inserts, sqlite
 from .bounds import check_concurrency_limit, check_new_job
 from .changes import CLAIMED_FIELDS, Change
@@ -370,6 +370,14 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
             ),
             batch_size=self._insert_batch_size(largest),
         )
+        self._add_tags((c.job_id, c.tags) for c in moves)
+
+    def _add_tags(self, tagged: Iterable[tuple[int, Sequence[str]]]) -> None:
+        """Give jobs these tags (stored forms), in the caller's transaction; a tag a job holds already is
+        passed over (a set)."""
+        rows = [JobTag(job_id=job_id, tag=tag) for job_id, tags in tagged for tag in tags]
+        if rows:
+            JobTag.objects.using(self.using).bulk_create(rows, ignore_conflicts=True)
 
     # -- heartbeats and expiry ---------------------------------------------------------------------
 
@@ -589,6 +597,10 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
     def list_queues(self) -> list[QueueView]:
         rows = QueueSettings.objects.using(self.using).order_by("queue")
         return [QueueView(**r) for r in rows.values("queue", "paused", "concurrency_limit")]
+
+    def list_tags(self, job_id: int) -> list[str]:
+        rows = JobTag.objects.using(self.using).filter(job_id=job_id).order_by("tag")
+        return list(rows.values_list("tag", flat=True))
 
     def list_pumps(self) -> list[PumpView]:
         rows = PumpStatus.objects.using(self.using).order_by("group", "worker_id")

@@ -99,6 +99,7 @@ class MemoryStore(MemorySchedulingMixin):
         self._jobs: dict[int, JobView] = {}
         self._leases: dict[int, LeaseView] = {}
         self._outcomes: dict[int, list[OutcomeView]] = {}
+        self._tags: dict[int, set[str]] = {}  # the tags of each job that has some
         self._audit: list[AuditView] = []
         self._queues: dict[str, QueueView] = {}
         self._pumps: dict[str, PumpView] = {}
@@ -175,6 +176,7 @@ class MemoryStore(MemorySchedulingMixin):
         if job.schedule is not None and not job.state.is_terminal:
             self._live_runs[job.schedule] -= 1
         self._outcomes.pop(job_id, None)
+        self._tags.pop(job_id, None)
         if job.schedule is not None and job.scheduled_for is not None:
             self._ticks.discard((job.schedule, job.scheduled_for))
 
@@ -233,6 +235,8 @@ class MemoryStore(MemorySchedulingMixin):
                     trace_context=new.trace_context,
                 ))  # fmt: skip
                 done[position] = EnqueuedJob(id=job_id)
+                if new.tags:
+                    self._tags[job_id] = set(new.tags)
                 if new.due_at <= now:
                     due.add(new.queue)
                 self._observed("enqueue", now, None, self._jobs[job_id])
@@ -367,6 +371,8 @@ class MemoryStore(MemorySchedulingMixin):
                 started_at=lease.claimed_at if lease is not None else change.started_at,
             )
             self._outcomes.setdefault(job.id, []).append(outcome)
+            if change.tags:
+                self._tags.setdefault(job.id, set()).update(change.tags)
             self._observed(operation, now, before, job, lease_before=lease, outcome=outcome)
 
     def heartbeat(
@@ -559,6 +565,10 @@ class MemoryStore(MemorySchedulingMixin):
     def list_queues(self) -> list[QueueView]:
         with self._lock:
             return [self._queues[q] for q in sorted(self._queues)]
+
+    def list_tags(self, job_id: int) -> list[str]:
+        with self._lock:
+            return sorted(self._tags.get(job_id, ()))
 
     def list_pumps(self) -> list[PumpView]:
         with self._lock:

@@ -339,8 +339,8 @@ class PostgresStore(DjangoStore):
             raise
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
-        if any(new.unique_key is not None for new in jobs):
-            return super().enqueue(jobs, now=now, max_payload_bytes=max_payload_bytes)  # one by one
+        if any(new.unique_key is not None or new.tags for new in jobs):  # keys one by one; tags: two tables
+            return super().enqueue(jobs, now=now, max_payload_bytes=max_payload_bytes)
         for new in jobs:
             check_new_job(new, max_payload_bytes)
         if not jobs:
@@ -430,6 +430,7 @@ class PostgresStore(DjangoStore):
             moved = {job_id for what, job_id in rows if what == "moved"}
             if fenced != moved:  # raised inside the transaction: it rolls back, nothing is half-written
                 raise StoreError(f"leased jobs {sorted(fenced - moved)} lost their state under a held lease")
+            self._add_tags((clear.job_id, clear.tags) for clear, _ in pairs if clear.job_id in moved)
         return fenced
 
     def _apply(self, moves: Sequence[Change], now: datetime) -> None:
