@@ -386,7 +386,9 @@ class JobTag(models.Model):
             # Pattern ops on PostgreSQL, so that LIKE 'prefix%' (the admin's search) uses it under any
             # collation; equality uses it too.
             models.Index(
-                fields=["tag", "job"], name="backwave_jobtag_tag", opclasses=["varchar_pattern_ops", "int8_ops"]
+                fields=["tag", "job"],
+                name="backwave_jobtag_tag",
+                opclasses=["varchar_pattern_ops", "int8_ops"],
             ),
         ]
 

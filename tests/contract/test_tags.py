@@ -65,7 +65,7 @@ def test_a_duplicate_by_unique_key_adds_no_tags_to_the_holder(store):
     ],
 )
 def test_a_malformed_tag_refuses_the_whole_batch_and_writes_nothing(store, bad):
-    with pytest.raises(StoreError, match="tags of 'tests.noop'"):
+    with pytest.raises(StoreError, match=r"tags of 'tests\.noop'"):
         store.enqueue([new_job(), new_job(tags=bad)], now=T0, max_payload_bytes=MAX_PAYLOAD)
     assert store.claim(worker_id="w:1", queues=["default"], max_jobs=10, lease_duration=LEASE, now=T0) == []
 
