@@ -72,11 +72,12 @@ def normalise(tag: object) -> str:
     raise TagError(f"a tag is {TAG_RULE}; got {_shown(tag)}")
 
 
-def normalise_all(tags: object) -> tuple[str, ...]:
-    """The stored forms of ``tags`` (any iterable of tags but a str), sorted, each once."""
+def normalise_all(tags: object, *, adding_to: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The stored forms of ``tags`` (any iterable of tags but a str), with the stored tags ``adding_to``,
+    sorted, each once."""
     if isinstance(tags, str | bytes) or not isinstance(tags, Iterable):
         raise TagError(f"tags must be a list of tags (each {TAG_RULE}), not {_shown(tags)}")
-    found: set[str] = set()
+    found: set[str] = set(adding_to)
     for tag in tags:
         found.add(normalise(tag))
         if len(found) > MAX_TAGS_PER_JOB:

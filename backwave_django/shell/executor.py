@@ -167,12 +167,13 @@ class Executor:
         if not ours:
             return None
         now = self.clock()
+        tags = attempt.context.added_tags  # written with whatever outcome this Attempt gets
         if result.error is None:
-            if result.output is not None:
-                self._details[job.id, job.attempt] = OutcomeDetail(output=result.output)
+            if result.output is not None or tags:
+                self._details[job.id, job.attempt] = OutcomeDetail(output=result.output, tags=tags)
             return ev.ExecutionSucceeded(now=now, job_id=job.id)
         self._details[job.id, job.attempt] = OutcomeDetail(
-            traceback=result.detail, error_type=result.error_type
+            traceback=result.detail, error_type=result.error_type, tags=tags
         )
         logger.warning(
             "job %s (%s) attempt %d/%d failed: %s",

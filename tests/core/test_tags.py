@@ -88,6 +88,7 @@ def test_a_str_subclass_is_refused_so_nothing_but_a_plain_str_is_stored() -> Non
 def test_tags_are_a_set_sorted_and_each_once() -> None:
     assert normalise_all(["b", ("t", "x"), "a", "b", ("t", "x")]) == ("a", "b", "t:x")
     assert normalise_all(iter(())) == ()
+    assert normalise_all([("t", "x"), "c"], adding_to=("a", "t:x")) == ("a", "c", "t:x")
 
 
 @pytest.mark.parametrize("bad", ["urgent", b"urgent", 7, None])
