@@ -17,6 +17,7 @@ they happen: the simulator checks its invariants there, on exactly what each ste
 from __future__ import annotations
 
 import bisect
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +32,8 @@ from ..core.records import AuditAction, ClaimedJob, HeartbeatResult, OutcomeRepo
 from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.text import clean
-from . import changes
+from . import announced, changes
+from .announced import Announce
 from .bounds import check_concurrency_limit, check_new_job
 from .changes import Change
 from .contract import (
@@ -53,6 +55,8 @@ from .contract import (
 )
 from .memory_scheduling import MemorySchedulingMixin
 from .order import inserts_order
+
+logger = logging.getLogger("backwave.store")
 
 
 class TransientFault(ConnectionError):
@@ -78,6 +82,57 @@ class JobChange:
     outcome: OutcomeView | None = None
 
 
+def _transition(
+    operation: str,
+    before: JobView | None,
+    after: JobView,
+    lease: LeaseView | None,
+    outcome: OutcomeView | None,
+    cause: str,
+) -> announced.Transition:
+    """One change as ``announced.Transition`` says it: the Attempt and the cause the database stores give."""
+    if outcome is not None:
+        attempt, cause = outcome.attempt, outcome.message
+    elif lease is not None and operation == "claim":
+        attempt, cause = after.attempt, f"claimed by {lease.owner}"
+    else:
+        attempt, cause = after.attempt, cause or (after.terminal_cause if after.state.is_terminal else "")
+    return announced.Transition(
+        job_id=after.id, wire_name=after.wire_name, queue=after.queue,
+        from_state=None if before is None else before.state, to_state=after.state, attempt=attempt,
+        cause=cause, operation=operation,
+    )  # fmt: skip
+
+
+class _AnnouncingLock:
+    """The store's one re-entrant lock, which sends the transitions an operation kept (``pending``) to the
+    store's ``announce`` once the outermost holder lets go: after the change is whole, outside the lock, so a
+    receiver may call the store."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._lock = threading.RLock()
+        self._store = store
+        self._depth = 0
+        self.pending: list[announced.Transition] = []
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        batch: list[announced.Transition] = []
+        if self._depth == 0 and self.pending:
+            batch, self.pending = self.pending, []
+        self._lock.release()
+        announce = self._store.announce
+        if batch and announce is not None:
+            try:
+                announce(batch)
+            except Exception:  # an announcer is never able to undo or break the change it announces
+                logger.exception("announcing %d job transition(s) failed; the changes stand", len(batch))
+
+
 class MemoryStore(MemorySchedulingMixin):
     """The Storage Contract in memory."""
 
@@ -90,12 +145,14 @@ class MemoryStore(MemorySchedulingMixin):
         faults: Callable[[str, str], None] | None = None,
         hints: Callable[[Sequence[str]], None] | None = None,
         observe: Callable[[JobChange], None] | None = None,
+        announce: Announce | None = None,
     ) -> None:
         self.using = name
         self.faults = faults
         self.hints = hints
         self.observe = observe
-        self._lock = threading.RLock()
+        self.announce = announce
+        self._lock = _AnnouncingLock(self)
         self._jobs: dict[int, JobView] = {}
         self._leases: dict[int, LeaseView] = {}
         self._outcomes: dict[int, list[OutcomeView]] = {}
@@ -193,8 +250,17 @@ class MemoryStore(MemorySchedulingMixin):
         lease_before: LeaseView | None = None,
         lease_after: LeaseView | None = None,
         outcome: OutcomeView | None = None,
+        cause: str = "",
     ) -> None:
-        """Hand ``observe`` one change to one job, when there is an observer."""
+        """Hand ``observe`` one change to one job, when there is an observer; keep its transition for
+        ``announce``, when there is one (sent once the operation lets go of the lock)."""
+        if (
+            self.announce is not None
+            and after is not None
+            and self.announce.listening()
+            and (before is None or before.state != after.state)
+        ):
+            self._lock.pending.append(_transition(operation, before, after, lease_after, outcome, cause))
         if self.observe is not None:
             change = JobChange(
                 operation=operation, now=now, before=before, after=after, lease_before=lease_before,
@@ -467,7 +533,7 @@ class MemoryStore(MemorySchedulingMixin):
                 cancel_requested=False, output=None,
             )  # fmt: skip
             self._put(after)
-            self._observed("requeue", now, job, after)
+            self._observed("requeue", now, job, after, cause=clean(announced.requeue_cause(actor)))
             self._record(actor, AuditAction.REQUEUE, job_id, now)
             self._fault("requeue", "after")
         return RequeueResult.REQUEUED
