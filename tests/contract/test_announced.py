@@ -164,3 +164,19 @@ def test_a_rolled_back_transaction_announces_nothing_and_a_committed_one_at_its_
         new = enqueue_one(db_store)
         assert heard == []
     assert moves(heard) == [("enqueue", None, State.SCHEDULED, 0)] and heard[0]["job_id"] == new.id
+
+
+def test_jobs_a_schedule_mints_or_an_operator_triggers_are_announced_as_births(store, heard):
+    from .test_schedules import HOUR, decide, definition
+
+    store.sync_schedules([definition()], now=T0)
+    assert store.mint([decide((T0 + HOUR, T0 + 2 * HOUR))], now=T0 + 2 * HOUR) == 2
+    store.trigger_schedule("hourly", actor="ops", now=T0 + 3 * HOUR)
+
+    assert [(h["operation"], h["from_state"], h["to_state"]) for h in heard] == [
+        ("mint", None, State.SCHEDULED),
+        ("mint", None, State.SCHEDULED),
+        ("trigger", None, State.SCHEDULED),
+    ]
+    assert {(h["wire_name"], h["queue"]) for h in heard} == {("tests.tick", "default")}
+    assert len({h["job_id"] for h in heard}) == 3
