@@ -85,6 +85,13 @@ def normalise_all(tags: object, *, adding_to: tuple[str, ...] = ()) -> tuple[str
     return tuple(sorted(found))
 
 
+def tag_key_problem(value: object) -> str | None:
+    """Why ``value`` is not a tag key (or a label), or None when it is one."""
+    if type(value) is not str:
+        return f"a tag key must be a str, not {_shown(value)}"
+    return _key_problem(value, "key")
+
+
 def stored_tag_problem(value: object) -> str | None:
     """Why ``value`` is not a tag's stored form (what a store is given), or None when it is one."""
     if type(value) is not str:

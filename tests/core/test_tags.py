@@ -107,3 +107,11 @@ def test_at_most_max_tags_per_job_at_a_time() -> None:
 @pytest.mark.parametrize("bad", [3, "", "a b", "tenant:", "tenant: acme", ":acme", "x" * 300])
 def test_a_store_refuses_what_is_not_a_stored_tag(bad: object) -> None:
     assert stored_tag_problem(bad) is not None
+
+
+def test_a_tag_key_alone_follows_the_label_rule() -> None:
+    from backwave_django.core.tags import tag_key_problem
+
+    assert tag_key_problem("tenant") is None
+    assert "tag key 'a b'" in (tag_key_problem("a b") or "")
+    assert tag_key_problem(7) == "a tag key must be a str, not 7"
