@@ -80,6 +80,7 @@ class JobChange:
     lease_before: LeaseView | None = None
     lease_after: LeaseView | None = None
     outcome: OutcomeView | None = None
+    tags: tuple[str, ...] = ()  #: the tags the change gave the job (new ones only)
 
 
 def _transition(
@@ -251,6 +252,7 @@ class MemoryStore(MemorySchedulingMixin):
         lease_after: LeaseView | None = None,
         outcome: OutcomeView | None = None,
         cause: str = "",
+        tags: tuple[str, ...] = (),
     ) -> None:
         """Hand ``observe`` one change to one job, when there is an observer; keep its transition for
         ``announce``, when there is one (sent once the operation lets go of the lock)."""
@@ -264,7 +266,7 @@ class MemoryStore(MemorySchedulingMixin):
         if self.observe is not None:
             change = JobChange(
                 operation=operation, now=now, before=before, after=after, lease_before=lease_before,
-                lease_after=lease_after, outcome=outcome,
+                lease_after=lease_after, outcome=outcome, tags=tags,
             )  # fmt: skip
             self.observe(change)
 
@@ -305,7 +307,7 @@ class MemoryStore(MemorySchedulingMixin):
                     self._tags[job_id] = set(new.tags)
                 if new.due_at <= now:
                     due.add(new.queue)
-                self._observed("enqueue", now, None, self._jobs[job_id])
+                self._observed("enqueue", now, None, self._jobs[job_id], tags=new.tags)
             self._fault("enqueue", "after")
         if due and self.hints is not None:
             self.hints(sorted(due))
@@ -437,9 +439,10 @@ class MemoryStore(MemorySchedulingMixin):
                 started_at=lease.claimed_at if lease is not None else change.started_at,
             )
             self._outcomes.setdefault(job.id, []).append(outcome)
-            if change.tags:
-                self._tags.setdefault(job.id, set()).update(change.tags)
-            self._observed(operation, now, before, job, lease_before=lease, outcome=outcome)
+            held = self._tags.setdefault(job.id, set()) if change.tags else set()
+            added = tuple(tag for tag in change.tags if tag not in held)
+            held.update(added)
+            self._observed(operation, now, before, job, lease_before=lease, outcome=outcome, tags=added)
 
     def heartbeat(
         self, *, worker_id: str, job_ids: Sequence[int], lease_duration: timedelta, now: datetime
@@ -645,6 +648,11 @@ class MemoryStore(MemorySchedulingMixin):
     def all_jobs(self) -> list[JobView]:
         with self._lock:
             return [self._jobs[i] for i in sorted(self._jobs)]
+
+    def all_tags(self) -> dict[int, frozenset[str]]:
+        """The tags of every job that has some."""
+        with self._lock:
+            return {job_id: frozenset(tags) for job_id, tags in self._tags.items() if tags}
 
     def all_leases(self) -> list[LeaseView]:
         with self._lock:

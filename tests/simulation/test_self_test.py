@@ -25,6 +25,7 @@ SEEDS = {
     "claim-ignores-priority": (1, "ClaimOrder"),
     "unique-key-forgets-leased": (1, "UniqueKeyHeldOnce"),
     "output-ignores-fence": (357, "OutputFromSuccess"),
+    "tags-ignore-fence": (28, "TagsFromFencedOutcome"),
 }
 BY_NAME = {plant.name: plant for plant in PLANTS}
 
