@@ -3,6 +3,11 @@ prefix search).
 
 On MariaDB the new table is converted to the binary collation ``utf8mb4_bin`` as migration 0011 did the
 others, so tags compare exactly (``Urgent`` is not ``urgent``), as on PostgreSQL, SQLite and in memory.
+
+On PostgreSQL the tag column keeps ten times the default statistics (1,000 most common values), so that the
+planner knows a rare tag for what it is: with a few common tags and one rare one, the default estimate took the
+rare one for common and walked the whole job table backwards to find its 20 jobs (1.4 s at 1,000,000 jobs,
+against 0.2 ms with the larger statistics).
 """
 
 from typing import Any
@@ -13,9 +18,11 @@ from django.db import migrations, models
 TABLE = "backwave_django_jobtag"
 
 
-def mariadb_forwards(apps: Any, schema_editor: Any) -> None:
+def forwards(apps: Any, schema_editor: Any) -> None:
     if schema_editor.connection.vendor == "mysql":
         schema_editor.execute(f"ALTER TABLE {TABLE} CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(f"ALTER TABLE {TABLE} ALTER COLUMN tag SET STATISTICS 1000")
 
 
 class Migration(migrations.Migration):
@@ -49,5 +56,5 @@ class Migration(migrations.Migration):
                 "constraints": [models.UniqueConstraint(fields=("job", "tag"), name="backwave_jobtag_unique")],
             },
         ),
-        migrations.RunPython(mariadb_forwards, migrations.RunPython.noop, elidable=False),
+        migrations.RunPython(forwards, migrations.RunPython.noop, elidable=False),
     ]
