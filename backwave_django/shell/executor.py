@@ -225,7 +225,10 @@ class Executor:
 
     def details_for(self, reports: Sequence[OutcomeReport]) -> dict[int, OutcomeDetail]:
         """What these reports' Attempts left for their outcomes (tracebacks, return values), by job id."""
-        found = ((r.job_id, self._details.get((r.job_id, r.attempt))) for r in reports)
+        # Two Attempts of one job can share a batch (a report believed lost, sent again after a new claim):
+        # the later Attempt's detail wins, so a fenced-off Attempt's tags or value never ride on the other's.
+        ordered = sorted(reports, key=lambda r: r.attempt)
+        found = ((r.job_id, self._details.get((r.job_id, r.attempt))) for r in ordered)
         return {job_id: detail for job_id, detail in found if detail is not None}
 
     def forget_details(self, reports: Sequence[OutcomeReport]) -> None:
