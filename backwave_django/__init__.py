@@ -7,6 +7,7 @@ never imports models.
 from typing import Any
 
 from .context import AttemptScope, JobCancelled, JobContext
+from .core.tags import TagError
 from .registry import JobDefinitionError, JobFunction, JobRegistration, UnknownJob, job, registry
 
 _OPERATIONS = (
@@ -37,6 +38,7 @@ __all__ = [
     "JobDefinitionError",
     "JobFunction",
     "JobRegistration",
+    "TagError",
     "UnknownJob",
     "cancel_job",
     "job",

@@ -8,6 +8,8 @@ from contextlib import AbstractContextManager, ExitStack
 from datetime import datetime
 from typing import Any, TypeVar
 
+from .core.tags import MAX_TAGS_PER_JOB, TagError, normalise
+
 T = TypeVar("T")
 
 
@@ -62,6 +64,7 @@ class JobContext:
     __slots__ = (
         "_cancelled",
         "_given_up",
+        "_tags",
         "attempt",
         "due_at",
         "enqueued_at",
@@ -103,6 +106,7 @@ class JobContext:
         self.scope = AttemptScope()
         self._cancelled = cancelled or threading.Event()
         self._given_up = False
+        self._tags: set[str] = set()
 
     @property
     def cancelled(self) -> bool:
@@ -126,6 +130,22 @@ class JobContext:
     def _give_up(self) -> None:
         self._given_up = True
         self._cancelled.set()
+
+    def add_tag(self, tag: str | tuple[str, str]) -> None:
+        """Tag the job: a label ``"urgent"`` or a keyed tag ``("tenant", "acme")``. Written with this
+        Attempt's outcome (whatever it is) and only if the Attempt still holds its lease then; a tag the job
+        has already is no change. A bad tag raises :class:`~backwave_django.core.tags.TagError` at once."""
+        stored = normalise(tag)
+        if stored not in self._tags and len(self._tags) >= MAX_TAGS_PER_JOB:
+            raise TagError(
+                f"an Attempt adds at most {MAX_TAGS_PER_JOB} tags (MAX_TAGS_PER_JOB), not {stored!r}"
+            )
+        self._tags.add(stored)
+
+    @property
+    def added_tags(self) -> tuple[str, ...]:
+        """The tags this Attempt added so far, in their stored form, sorted."""
+        return tuple(sorted(self._tags))
 
     @property
     def is_last_attempt(self) -> bool:

@@ -16,6 +16,7 @@ from .core.health import Health
 from .core.records import AuditAction, OutcomeKind
 from .core.schedules import Misfire
 from .core.states import LIVE_STATES, State
+from .core.tags import MAX_TAG_LENGTH
 from .core.transitions import CLAIMABLE
 
 
@@ -363,3 +364,33 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class JobTag(models.Model):
+    """One tag a job carries, in its stored form (``core.tags``: a label, or ``key:value``).
+
+    A job holds each tag once (the unique constraint, which also serves the job's own lookups). The second
+    index leads with the tag, so the admin's filter and prefix search by tag read only the matching jobs,
+    newest first, whatever the table's size. Rows are written by the store only: at enqueue, and with an
+    Attempt's outcome under the fence; they go with their job.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="tags", db_index=False)
+    tag = models.CharField(max_length=MAX_TAG_LENGTH)
+
+    class Meta:
+        verbose_name = "job tag"
+        constraints = [models.UniqueConstraint(fields=["job", "tag"], name="backwave_jobtag_unique")]
+        indexes = [
+            # Pattern ops on PostgreSQL, so that LIKE 'prefix%' (the admin's search) uses it under any
+            # collation; equality uses it too.
+            models.Index(
+                fields=["tag", "job"],
+                name="backwave_jobtag_tag",
+                opclasses=["varchar_pattern_ops", "int8_ops"],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tag} on job {self.job_id}"

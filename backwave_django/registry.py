@@ -19,6 +19,7 @@ from . import codec
 from .context import JobContext
 from .core.names import queue_name_problem, unique_key_problem, wire_name_problem
 from .core.retry import MAX_ATTEMPTS_LIMIT
+from .core.tags import TagError, normalise_all
 from .store.bounds import priority_problem
 
 if TYPE_CHECKING:
@@ -245,6 +246,14 @@ def _timeout(value: object) -> timedelta | None:
     return limit
 
 
+def _tags(given: object, earlier: tuple[str, ...]) -> tuple[str, ...]:
+    """``earlier`` and the tags ``given`` to ``using``, in their stored forms, each once."""
+    try:
+        return normalise_all(given, adding_to=earlier)
+    except TagError as exc:
+        raise JobDefinitionError(str(exc)) from None
+
+
 @dataclass(frozen=True, slots=True)
 class _Options:
     queue: str | None = None
@@ -253,6 +262,7 @@ class _Options:
     timeout: timedelta | None = None
     priority: int | None = None
     unique_key: str | None = None
+    tags: tuple[str, ...] = ()  # stored forms, sorted
 
 
 class JobFunction[**P, R]:
@@ -285,15 +295,18 @@ class JobFunction[**P, R]:
         timeout: timedelta | float | None = None,
         priority: int | None = None,
         unique_key: str | None = None,
+        tags: Iterable[str | tuple[str, str]] | None = None,
     ) -> JobFunction[P, R]:
         """The same job with per-call overrides: another queue, a later start, another attempt ceiling,
         another time limit per Attempt (a timedelta or seconds), another priority (-100 to 100, higher is
         claimed first within the queue), a unique key (at most one unfinished job of this wire name holds
-        it: enqueueing another returns the holder, marked ``duplicate``)."""
+        it: enqueueing another returns the holder, marked ``duplicate``), tags (labels ``"urgent"`` and keyed
+        tags ``("tenant", "acme")``, added to those of an earlier ``using``)."""
         _check_options(
             queue=queue, max_attempts=max_attempts, timeout=timeout, priority=priority, unique_key=unique_key
         )
         old = self._options
+        all_tags = old.tags if tags is None else _tags(tags, old.tags)
         merged = _Options(
             queue=queue if queue is not None else old.queue,
             run_after=run_after if run_after is not None else old.run_after,
@@ -301,6 +314,7 @@ class JobFunction[**P, R]:
             timeout=_timeout(timeout) if timeout is not None else old.timeout,
             priority=priority if priority is not None else old.priority,
             unique_key=unique_key if unique_key is not None else old.unique_key,
+            tags=all_tags,
         )
         return JobFunction(self.registration, merged)
 
@@ -355,6 +369,7 @@ class JobFunction[**P, R]:
                 priority=priority,
                 unique_key=options.unique_key,
                 trace_context=trace_context,
+                tags=options.tags,
             )
             for p in payloads
         ]

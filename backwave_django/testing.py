@@ -31,7 +31,7 @@ from typing import Any
 from django.db import connections, transaction
 from django.utils import timezone
 
-from . import conf
+from . import conf, signals
 from .context import JobContext
 from .core import events as ev
 from .core.dispatch import Policy, Strict
@@ -48,6 +48,7 @@ from .shell.runner import CommandRunner
 from .shell.scope import AttemptResult, DatabaseGuard, keep_connections, run_attempt
 from .store import get_store
 from .store.contract import JobStore
+from .store.memory import MemoryStore
 
 MAX_STEPS = 100_000
 
@@ -97,6 +98,8 @@ class TestPump:
         self.worker_id = worker_id
         self.registry = registry
         self.store = store or get_store(using or settings.database)
+        if isinstance(self.store, MemoryStore) and self.store.announce is None:
+            self.store.announce = signals.Announcer(MemoryStore)  # job_transitioned, as the database stores
         batch = max_claim_batch or defaults.max_claim_batch
         self.driver = NodeDriver(
             DriverConfig(

@@ -19,6 +19,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from backwave_django import signals
 from backwave_django.store import JobStore, get_store
 from backwave_django.store.django import DjangoStore
 from backwave_django.store.memory import MemoryStore
@@ -63,7 +64,7 @@ def make_store(kind: str) -> JobStore:
     """A store of ``kind``; a database one over the ``default`` alias (the caller sets the database up)."""
     match kind:
         case "memory":
-            return MemoryStore()
+            return MemoryStore(announce=signals.Announcer(MemoryStore))
         case "portable":
             return DjangoStore("default")
         case "postgres" | "mysql" | "sqlite":

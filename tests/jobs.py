@@ -285,3 +285,14 @@ def opens_a_span(name: str, context: JobContext) -> None:
     record(context)
     with trace.get_tracer("tests.handler").start_as_current_span(name):
         pass
+
+
+@job("tests.tags-itself", max_attempts=2)
+def tags_itself(tags: list[str], fail: bool, context: JobContext) -> None:
+    """Adds each tag (a "key=value" string becomes a keyed tag) and then fails, if asked to."""
+    record(context)
+    for tag in tags:
+        key, _, value = tag.partition("=")
+        context.add_tag((key, value) if value else key)
+    if fail:
+        raise RuntimeError(f"failed after tagging on attempt {context.attempt}")

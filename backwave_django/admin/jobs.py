@@ -16,9 +16,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from ..core.names import queue_name_problem, wire_name_problem
-from ..models import AuditRecord, Job, Outcome
+from ..core.tags import stored_tag_problem
+from ..models import AuditRecord, Job, JobTag, Outcome
 from . import actions
-from .filters import QueueFilter, RecentWireNameFilter, WireNameFilter
+from .filters import QueueFilter, RecentWireNameFilter, TagFilter, WireNameFilter
 from .guards import Check, GuardedAdmin
 from .inputs import as_job_id, choice_problem, job_id_problem, tell_once
 from .paging import BoundedPaginator
@@ -40,6 +41,7 @@ JOB_LOOKUPS: Mapping[str, Check] = {
     "state__exact": _state_problem,
     "queue": queue_name_problem,
     "wire_name": wire_name_problem,
+    "tag": stored_tag_problem,  # the tag filter's parameter: a stored tag, never a lookup into another table
 }
 
 
@@ -49,9 +51,12 @@ def can_see_payload(request: HttpRequest) -> bool:
 
 class JobAdmin(GuardedAdmin):
     list_display = ["id", "wire_name", "queue", "state", "attempts", "due_at", "last_change"]
-    list_filter = ["state", QueueFilter, WireNameFilter]
+    list_filter = ["state", QueueFilter, WireNameFilter, TagFilter]
     search_fields = ["wire_name"]
-    search_help_text = "A job id, or the start of a wire name."
+    search_help_text = (
+        "A job id, a tag (tag:urgent, tag:tenant:acme, or tag:tenant: for every tenant), or the start of a "
+        "wire name."
+    )
     ordering = ["-id"]
     paginator = BoundedPaginator
     show_full_result_count = False
@@ -88,6 +93,10 @@ class JobAdmin(GuardedAdmin):
             return queryset.filter(id=search.job_id), False
         if search.wire_name_prefix:
             return queryset.filter(wire_name__startswith=search.wire_name_prefix), False
+        if search.tag:
+            return queryset.filter(tags__tag=search.tag), False
+        if search.tag_key:  # a job holds each tag once, but may hold several of one key: distinct
+            return queryset.filter(tags__tag__startswith=f"{search.tag_key}:").distinct(), True
         return queryset, False
 
     def object_id_problem(self, object_id: str) -> str | None:
@@ -135,6 +144,7 @@ class JobAdmin(GuardedAdmin):
             "lease": getattr(job, "lease", None) if job.state == Job.State.LEASED else None,
             "outcomes": list(outcomes),
             "audit_records": list(audit),
+            "tags": list(JobTag.objects.filter(job_id=job.id).order_by("tag").values_list("tag", flat=True)),
         }
 
 

@@ -10,6 +10,7 @@ one discarded warm-up run.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -62,6 +63,7 @@ class Options:
     purge_rows: int = 1_000_000  # finished rows for the purge figure
     purging: bool = False  # the workers also serve the history queue, purging it by retention
     tracing: bool = False  # the workers run OpenTelemetry's SDK: spans to an in-memory exporter, metrics too
+    transition_receiver: bool = False  # the workers connect one job_transitioned receiver (it counts)
     figures: tuple[str, ...] = ("enqueue", "drain", "latency", "scale", "schedules", "purge")
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
@@ -180,6 +182,7 @@ def worker_command(options: Options) -> tuple[list[str], dict[str, str]]:
         "LISTEN_DATABASE": ours.listen_database,
         "PREPARED_STATEMENTS": ours.prepared_statements,
         "TRACING": options.tracing,
+        "TRANSITION_RECEIVER": options.transition_receiver,
     }
     return [sys.executable, "-m", "django", "backwave_bench", "--worker", json.dumps(spec)], env
 
@@ -217,7 +220,7 @@ def workers(options: Options) -> Iterator[list[subprocess.Popen[str]]]:
 
 def worker_stats(procs: list[subprocess.Popen[str]]) -> dict[str, float]:
     """After the workers exit: statements they ran and their peak RSS, from their last output line."""
-    statements, rss = 0, 0
+    statements, rss, transitions = 0, 0, 0
     for proc in procs:
         assert proc.stdout is not None
         for line in proc.stdout.read().splitlines():
@@ -225,8 +228,9 @@ def worker_stats(procs: list[subprocess.Popen[str]]) -> dict[str, float]:
                 stats = json.loads(line[6:])
                 statements += stats["statements"]
                 rss = max(rss, stats["max_rss_kb"])
+                transitions += stats.get("heard", 0)
         proc.stdout.close()
-    return {"statements": statements, "peak_rss_mb": rss / 1024}
+    return {"statements": statements, "peak_rss_mb": rss / 1024, "transitions_heard": transitions}
 
 
 def enqueue_once(options: Options) -> tuple[float, float]:
@@ -299,6 +303,7 @@ def drain_once(options: Options) -> dict[str, float]:
         "seconds": elapsed,
         "statements_per_job": stats["statements"] / options.jobs,
         "peak_rss_mb": stats["peak_rss_mb"],
+        "transitions_heard_per_job": stats["transitions_heard"] / options.jobs,
     }
 
 
@@ -417,6 +422,20 @@ def trace_in_memory() -> None:
     metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
 
 
+#: What the bench's job_transitioned receiver heard, by target state (a receiver as cheap as one can be).
+heard: collections.Counter[str] = collections.Counter()
+
+
+def connect_counting_receiver() -> None:
+    """Connect one receiver to ``job_transitioned`` that counts what it hears: the signal's own cost."""
+    from ..signals import job_transitioned
+
+    def count(sender: Any, *, to_state: str, **kwargs: Any) -> None:
+        heard[to_state] += 1
+
+    job_transitioned.connect(count, weak=False, dispatch_uid="backwave.bench.count")
+
+
 def run_worker(spec: dict[str, Any]) -> None:
     """The ``--worker`` mode: one process running the bench groups until SIGTERM, counting statements. Its
     settings are passed to the Node, never written into ``settings.BACKWAVE``."""
@@ -429,6 +448,8 @@ def run_worker(spec: dict[str, Any]) -> None:
     settings = conf.parse({**{key: spec[key] for key in keys}, "HINTS": True})
     if spec["TRACING"]:
         trace_in_memory()
+    if spec.get("TRANSITION_RECEIVER"):
+        connect_counting_receiver()
     statements = 0
     lock = threading.Lock()
 
@@ -455,5 +476,6 @@ def run_worker(spec: dict[str, Any]) -> None:
     stop.wait()
     node.stop(grace=10)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    sys.stdout.write("STATS " + json.dumps({"statements": statements, "max_rss_kb": rss}) + "\n")
+    stats = {"statements": statements, "max_rss_kb": rss, "heard": sum(heard.values())}
+    sys.stdout.write("STATS " + json.dumps(stats) + "\n")
     sys.stdout.flush()

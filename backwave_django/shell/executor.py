@@ -167,12 +167,13 @@ class Executor:
         if not ours:
             return None
         now = self.clock()
+        tags = attempt.context.added_tags  # written with whatever outcome this Attempt gets
         if result.error is None:
-            if result.output is not None:
-                self._details[job.id, job.attempt] = OutcomeDetail(output=result.output)
+            if result.output is not None or tags:
+                self._details[job.id, job.attempt] = OutcomeDetail(output=result.output, tags=tags)
             return ev.ExecutionSucceeded(now=now, job_id=job.id)
         self._details[job.id, job.attempt] = OutcomeDetail(
-            traceback=result.detail, error_type=result.error_type
+            traceback=result.detail, error_type=result.error_type, tags=tags
         )
         logger.warning(
             "job %s (%s) attempt %d/%d failed: %s",
@@ -224,7 +225,10 @@ class Executor:
 
     def details_for(self, reports: Sequence[OutcomeReport]) -> dict[int, OutcomeDetail]:
         """What these reports' Attempts left for their outcomes (tracebacks, return values), by job id."""
-        found = ((r.job_id, self._details.get((r.job_id, r.attempt))) for r in reports)
+        # Two Attempts of one job can share a batch (a report believed lost, sent again after a new claim):
+        # the later Attempt's detail wins, so a fenced-off Attempt's tags or value never ride on the other's.
+        ordered = sorted(reports, key=lambda r: r.attempt)
+        found = ((r.job_id, self._details.get((r.job_id, r.attempt))) for r in ordered)
         return {job_id: detail for job_id, detail in found if detail is not None}
 
     def forget_details(self, reports: Sequence[OutcomeReport]) -> None:

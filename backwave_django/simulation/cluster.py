@@ -95,7 +95,12 @@ class Cluster:
                 break
             if timeline.now > deadline:
                 break
-        self.checker.audit(self.store.all_jobs(), drained=True, schedules=self.store.list_schedules())
+        self.checker.audit(
+            self.store.all_jobs(),
+            drained=True,
+            schedules=self.store.list_schedules(),
+            tags=self.store.all_tags(),
+        )
 
     def _schedule_outages(self) -> None:
         workload = self.scenario.workload

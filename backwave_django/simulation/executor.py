@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from .pump import SimPump
 
 
+def attempt_tag(attempt: int, worker_id: str) -> str:
+    """The tag a simulated Attempt gives its job (stored form): which Attempt, run by which Pump."""
+    return f"by:{attempt}@{worker_id}"
+
+
 class Executor:
     def __init__(self, pump: SimPump) -> None:
         self.pump = pump
@@ -107,18 +112,21 @@ class Executor:
         if self.inflight.get(job.id) is not attempt:
             return
         del self.inflight[job.id]
+        tags = (attempt_tag(job.attempt, pump.worker_id),)  # every Attempt tags its job with who ran it
         if message is None:
             pump.sim.checker.returned[pump.worker_id, job.id, job.attempt] = attempt.output
-            if attempt.output is not None:
-                self.details[job.id, job.attempt] = OutcomeDetail(output=attempt.output)
+            self.details[job.id, job.attempt] = OutcomeDetail(output=attempt.output, tags=tags)
             pump.post(ev.ExecutionSucceeded(now=pump.wall(), job_id=job.id))
             return
-        self.details[job.id, job.attempt] = OutcomeDetail(traceback=attempt.detail)
+        self.details[job.id, job.attempt] = OutcomeDetail(traceback=attempt.detail, tags=tags)
         pump.post(ev.ExecutionFailed(now=pump.wall(), job_id=job.id, message=message))
 
     def details_for(self, reports: Sequence[OutcomeReport]) -> dict[int, OutcomeDetail]:
         """What these reports' Attempts left for their outcomes, by job id (``shell.executor``'s rule)."""
-        found = ((r.job_id, self.details.get((r.job_id, r.attempt))) for r in reports)
+        # Two Attempts of one job can share a batch (a report believed lost, sent again after a new claim):
+        # the later Attempt's detail wins, so a fenced-off Attempt's tags or value never ride on the other's.
+        ordered = sorted(reports, key=lambda r: r.attempt)
+        found = ((r.job_id, self.details.get((r.job_id, r.attempt))) for r in ordered)
         return {job_id: detail for job_id, detail in found if detail is not None}
 
     def forget_details(self, reports: Sequence[OutcomeReport]) -> None:

@@ -18,6 +18,7 @@ from ..core.states import INITIAL_STATES, State, is_legal
 from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES
 from ..store.contract import MAX_HEALTH_DETAIL_BYTES, JobView, PumpView, QueueView, ScheduleView
 from ..store.memory import JobChange, MemoryStore
+from .executor import attempt_tag
 from .feature_checks import FeatureWatch
 from .schedule_checks import Loaded, ScheduleWatch
 
@@ -74,6 +75,8 @@ INVARIANTS: dict[str, str] = {
     "ClaimOrder": "each claim takes, queue by queue in the order asked, the first due jobs in (priority "
     "descending, due time, id) order, as many as its batch, the queue's free slots (none while paused) and "
     "the due jobs allow: nothing ranked higher is left behind",
+    "TagsFromFencedOutcome": "a tag an Attempt adds reaches its job only with that Attempt's applied "
+    "outcome (never from a fenced-off one), and the store holds exactly the tags observed",
     "UniqueKeyHeldOnce": "never do two unfinished jobs (scheduled, awaiting a parent or leased) of one wire "
     "name hold one unique key",
     "DuplicateIsHolder": "an enqueue that comes back as a duplicate names the unfinished job holding its key "
@@ -122,6 +125,7 @@ class Checker:
         self.schedules = ScheduleWatch(self)
         self.features = FeatureWatch(self)
         self.purged = 0  # finished jobs retention deleted
+        self.tags: dict[int, set[str]] = {}  # the tags each job was observed to gain
 
     def fail(self, name: str, message: str) -> None:
         raise Violation(name, message, self.clock())
@@ -158,7 +162,20 @@ class Checker:
             lambda: f"job {after.id} is {after.state} with lease {change.lease_after}",
         )
         self._text(after.terminal_cause, MAX_MESSAGE_BYTES, f"job {after.id}'s terminal cause")
+        if change.tags:
+            self._tagged(change, after)
         self.jobs[after.id] = after
+
+    def _tagged(self, change: JobChange, after: JobView) -> None:
+        outcome = change.outcome
+        if outcome is not None:  # an Attempt's tags: only its own, only with its applied outcome
+            own = attempt_tag(outcome.attempt, outcome.worker)
+            self.expect(
+                set(change.tags) <= {own},
+                "TagsFromFencedOutcome",
+                lambda: f"job {after.id}'s {outcome.kind} of attempt {outcome.attempt} added {change.tags}",
+            )
+        self.tags.setdefault(after.id, set()).update(change.tags)
 
     def _purged(self, change: JobChange) -> None:
         """Retention deleted a job: only a finished one, as last seen, and never one that still runs."""
@@ -177,6 +194,7 @@ class Checker:
             ),
         )
         del self.jobs[before.id]
+        self.tags.pop(before.id, None)
         self.features.purged(before)
         self.purged += 1
 
@@ -334,10 +352,23 @@ class Checker:
         """``store.mint`` as a Pump calls it, watched (see ``schedule_checks``)."""
         return self.schedules.minter(store, loaded)
 
-    def audit(self, stored: list[JobView], drained: bool, schedules: Sequence[ScheduleView] = ()) -> None:
-        """At the end of a run: the store holds what was observed, every schedule's ticks are accounted
-        for, and after a drain, every job is terminal."""
+    def audit(
+        self,
+        stored: list[JobView],
+        drained: bool,
+        schedules: Sequence[ScheduleView] = (),
+        tags: Mapping[int, frozenset[str]] | None = None,
+    ) -> None:
+        """At the end of a run: the store holds what was observed (its jobs, their tags), every schedule's
+        ticks are accounted for, and after a drain, every job is terminal."""
         self.schedules.account(schedules)
+        if tags is not None:
+            observed = {job_id: frozenset(held) for job_id, held in self.tags.items() if held}
+            self.expect(
+                dict(tags) == observed,
+                "TagsFromFencedOutcome",
+                lambda: f"the store's tags differ from those observed on {_differing(tags, observed)[:5]}",
+            )
         self.expect(
             {j.id: j for j in stored} == self.jobs,
             "NoJobLost",
@@ -346,3 +377,7 @@ class Checker:
         if drained:
             stuck = [f"{j.id}:{j.queue}:{j.state}" for j in stored if not j.state.is_terminal]
             self.expect(not stuck, "DrainLiveness", lambda: f"not terminal after the drain: {stuck[:10]}")
+
+
+def _differing(left: Mapping[int, frozenset[str]], right: Mapping[int, frozenset[str]]) -> list[int]:
+    return sorted(job_id for job_id in {*left, *right} if left.get(job_id) != right.get(job_id))

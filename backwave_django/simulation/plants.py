@@ -215,6 +215,28 @@ class _OutputIgnoresFence(MemoryStore):
         return result
 
 
+class _TagsIgnoreFence(MemoryStore):
+    """The tags of a batch written by job id, apart from the fenced outcomes: a fenced-off Attempt's tags
+    land on its job all the same."""
+
+    def report(
+        self,
+        *,
+        worker_id: str,
+        reports: Sequence[OutcomeReport],
+        retry: RetryPolicy,
+        now: datetime,
+        details: Mapping[int, OutcomeDetail] | None = None,
+    ) -> ReportResult:
+        result = super().report(worker_id=worker_id, reports=reports, retry=retry, now=now, details=details)
+        with self._lock:
+            for job_id in sorted(result.stale):
+                tags = (details or {}).get(job_id, OutcomeDetail()).tags
+                if tags and job_id in self._jobs:
+                    self._tags.setdefault(job_id, set()).update(tags)
+        return result
+
+
 PLANTS = (
     Plant(
         name="fence-ignores-attempt",
@@ -275,6 +297,11 @@ PLANTS = (
         name="output-ignores-fence",
         description="a fenced-off Attempt's return value is written onto its job all the same",
         store_class=_OutputIgnoresFence,
+    ),
+    Plant(
+        name="tags-ignore-fence",
+        description="a fenced-off Attempt's tags are written onto its job all the same",
+        store_class=_TagsIgnoreFence,
     ),
 )
 

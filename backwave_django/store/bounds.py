@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from ..core.names import queue_name_problem, unique_key_problem, wire_name_problem
 from ..core.retry import MAX_ATTEMPTS_LIMIT
+from ..core.tags import MAX_TAGS_PER_JOB, stored_tag_problem
 from .contract import (
     MAX_CONCURRENCY_LIMIT,
     MAX_PRIORITY,
@@ -81,6 +82,16 @@ def _check_shared(new: NewJob) -> None:
         raise StoreError(problem)
     if new.unique_key is not None and (problem := unique_key_problem(new.unique_key)):
         raise StoreError(problem)
+    check_tags(new.tags, f"the tags of {new.wire_name!r}")
+
+
+def check_tags(tags: object, what: str) -> None:
+    """Raise unless ``tags`` is a tuple of at most ``MAX_TAGS_PER_JOB`` stored tags."""
+    if type(tags) is not tuple or len(tags) > MAX_TAGS_PER_JOB:
+        raise StoreError(f"{what} must be a tuple of at most {MAX_TAGS_PER_JOB} stored tags")
+    for tag in tags:
+        if problem := stored_tag_problem(tag):
+            raise StoreError(f"{what}: {problem}")
 
 
 def check_concurrency_limit(limit: object) -> None:

@@ -19,6 +19,7 @@ from ..core import transitions
 from ..core.records import ClaimedJob, OutcomeKind, OutcomeReport
 from ..core.retry import RetryPolicy
 from ..core.states import State
+from ..core.tags import MAX_TAGS_PER_JOB, stored_tag_problem
 from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES, clean
 from .contract import OutcomeDetail, StoreError
 
@@ -101,6 +102,7 @@ class Change:
     error_type: str = ""  # a failure's exception class
     output: str | None = None  # a success's return value, as JSON text
     started_at: datetime | None = None  # when the Attempt began (its lease's claim)
+    tags: tuple[str, ...] = ()  # tags the Attempt added (stored forms), written with the outcome
 
     @property
     def state(self) -> State:
@@ -155,7 +157,18 @@ def for_report(
         error_type=clean(detail.error_type, MAX_ERROR_TYPE_LENGTH),
         output=detail.output if move.state is State.SUCCEEDED else None,  # kept only with a success
         started_at=started_at,
+        tags=storable_tags(detail.tags),
     )
+
+
+def storable_tags(tags: Sequence[str]) -> tuple[str, ...]:
+    """An Attempt's tags as a store writes them: each once, sorted, only stored forms (``context.add_tag``
+    checked them already: anything else is a bug upstream, dropped like text past its bound), at most
+    ``MAX_TAGS_PER_JOB``."""
+    if not tags:
+        return ()
+    good = sorted({tag for tag in tags if stored_tag_problem(tag) is None})
+    return tuple(good[:MAX_TAGS_PER_JOB])
 
 
 def for_expiry(

@@ -112,6 +112,8 @@ class NewJob:
     unique_key: str | None = None  #: at most one unfinished job of this wire name holds the key
     #: The W3C trace context it is enqueued in, as JSON (``backwave_django.telemetry`` writes it); "": none.
     trace_context: str = ""
+    #: Its tags in their stored form (``core.tags.normalise_all`` gives them), each once.
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,11 +128,13 @@ class EnqueuedJob:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OutcomeDetail:
     """What the Shell knows of an ended Attempt besides its outcome, written with it under the same fence:
-    a failure's traceback and exception class (a dotted path), a success's return value (JSON text)."""
+    a failure's traceback and exception class (a dotted path), a success's return value (JSON text), and
+    the tags the Attempt added (stored forms; added whatever the outcome, only if it passes the fence)."""
 
     traceback: str = ""
     error_type: str = ""
     output: str | None = None
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -475,3 +479,7 @@ class JobStore(Protocol):
         ...
 
     def list_pumps(self) -> list[PumpView]: ...
+
+    def list_tags(self, job_id: int) -> list[str]:
+        """The job's tags in their stored form, sorted; [] for a job without tags or an unknown one."""
+        ...

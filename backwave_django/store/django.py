@@ -13,7 +13,7 @@ module only reads the facts the decision needs and writes the result.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,7 +21,7 @@ from typing import Any
 from django.db import DatabaseError, IntegrityError, connections, transaction
 from django.db.models import F
 
-from .. import wakeups
+from .. import signals, wakeups
 from ..core import transitions
 from ..core.health import Health
 from ..core.names import queue_name_problem
@@ -29,8 +29,8 @@ from ..core.records import ClaimedJob, HeartbeatResult, OutcomeKind, OutcomeRepo
 from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.text import clean
-from ..models import AuditRecord, Job, Lease, Outcome, PumpStatus, QueueSettings
-from . import changes, faults, inserts, sqlite
+from ..models import AuditRecord, Job, JobTag, Lease, Outcome, PumpStatus, QueueSettings
+from . import announced, changes, faults, inserts, sqlite
 from .bounds import check_concurrency_limit, check_new_jobs
 from .changes import CLAIMED_FIELDS, Change
 from .contract import (
@@ -140,6 +140,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
             return []
         with self._write():
             done = inserts.insert_all(self, jobs, now, self._insert_keyed)
+            self._announce(lambda: announced.births(jobs, done))
             written = (new for new, result in zip(jobs, done, strict=True) if not result.duplicate)
             due_queues = sorted({new.queue for new in written if new.due_at <= now})
             if due_queues:
@@ -153,6 +154,27 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
 
     def _hint_this_process(self, queues: Sequence[str]) -> None:
         transaction.on_commit(lambda: wakeups.publish(queues), using=self.using)
+
+    # -- job_transitioned ----------------------------------------------------------------------------
+
+    def _announce(self, build: Callable[[], list[announced.Transition]]) -> None:
+        """Inside a write: send what ``build`` returns to ``job_transitioned`` once the transaction commits
+        (outside one: at once, it has committed). ``build`` is called only when a receiver is connected."""
+        if not signals.listening():
+            return
+        batch = build()
+        if batch:
+            sender = type(self)
+            transaction.on_commit(lambda: signals.announce(batch, sender), using=self.using, robust=True)
+
+    def _names(self, ids: Iterable[int]) -> dict[int, tuple[str, str]]:
+        """The (wire name, queue) of these jobs."""
+        rows = Job.objects.using(self.using).filter(id__in=list(ids)).values_list("id", "wire_name", "queue")
+        return {job_id: (wire_name, queue) for job_id, wire_name, queue in rows}
+
+    def _announce_endings(self, moves: Sequence[Change]) -> None:
+        if moves:
+            self._announce(lambda: announced.endings(moves, self._names(c.job_id for c in moves)))
 
     # -- claim -------------------------------------------------------------------------------------
 
@@ -192,6 +214,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
                     take = min(take, self._free_slots(queue))
                 if take > 0:
                     claimed += self._claim_queue(worker_id, queue, take, lease_duration, now, limited=limited)
+            self._announce(lambda: announced.claims(claimed, worker_id))
         return claimed
 
     def _queues_with_due(self, queues: Sequence[str], now: datetime) -> set[str]:
@@ -377,6 +400,15 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
             ),
             batch_size=self._insert_batch_size(largest),
         )
+        self._add_tags((c.job_id, c.tags) for c in moves)
+        self._announce_endings(moves)
+
+    def _add_tags(self, tagged: Iterable[tuple[int, Sequence[str]]]) -> None:
+        """Give jobs these tags (stored forms), in the caller's transaction; a tag a job holds already is
+        passed over (a set)."""
+        rows = [JobTag(job_id=job_id, tag=tag) for job_id, tags in tagged for tag in tags]
+        if rows:
+            JobTag.objects.using(self.using).bulk_create(rows, ignore_conflicts=True)
 
     # -- heartbeats and expiry ---------------------------------------------------------------------
 
@@ -439,11 +471,12 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
 
     def cancel(self, job_id: int, *, actor: str, now: datetime) -> CancelResult:
         with self._write():
-            found = Job.objects.using(self.using).select_for_update().filter(id=job_id).values_list("state")
-            row = found.first()
+            found = Job.objects.using(self.using).select_for_update().filter(id=job_id)
+            row = found.values_list("state", "wire_name", "queue", "attempt").first()
             effect = changes.cancel_effect(State(row[0])) if row else transitions.CancelEffect.REFUSE
             if effect is transitions.CancelEffect.REFUSE:
                 return CancelResult.NOT_CANCELLABLE
+            assert row is not None  # refused above otherwise
             job = Job.objects.using(self.using).filter(id=job_id)
             if effect is transitions.CancelEffect.REQUEST:
                 job.update(cancel_requested=True)
@@ -452,6 +485,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
                 cause = clean(transitions.cancel_cause(actor))
                 job.update(state=State.CANCELLED, terminal_at=now, terminal_cause=cause)
                 result = CancelResult.CANCELLED
+                self._announce(lambda: [self._operator_move(job_id, row, State.CANCELLED, cause, "cancel")])
             self._audit(actor, AuditRecord.Action.CANCEL, job_id, now, detail=result.value)
         return result
 
@@ -482,7 +516,20 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
                 return RequeueResult.KEY_TAKEN
             self._audit(actor, AuditRecord.Action.REQUEUE, job_id, now)
             self._hint_this_process([row[1]])
+            cause = clean(announced.requeue_cause(actor))
+            moved = (row[0], row[2], row[1], 0)  # (state, wire name, queue, attempt)
+            self._announce(lambda: [self._operator_move(job_id, moved, State.SCHEDULED, cause, "requeue")])
         return RequeueResult.REQUEUED
+
+    @staticmethod
+    def _operator_move(
+        job_id: int, row: Sequence[Any], after: State, cause: str, operation: str
+    ) -> announced.Transition:
+        """An operator's move of one job; ``row``: its (state before, wire name, queue, attempt)."""
+        return announced.Transition(
+            job_id=job_id, wire_name=row[1], queue=row[2], from_state=State(row[0]), to_state=after,
+            attempt=row[3], cause=cause, operation=operation,
+        )  # fmt: skip
 
     def _change_queue(self, queue: str, actor: str, now: datetime, action: str, **values: Any) -> None:
         problem = queue_name_problem(queue)
@@ -600,6 +647,10 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
     def list_queues(self) -> list[QueueView]:
         rows = QueueSettings.objects.using(self.using).order_by("queue")
         return [QueueView(**r) for r in rows.values("queue", "paused", "concurrency_limit")]
+
+    def list_tags(self, job_id: int) -> list[str]:
+        rows = JobTag.objects.using(self.using).filter(job_id=job_id).order_by("tag")
+        return list(rows.values_list("tag", flat=True))
 
     def list_pumps(self) -> list[PumpView]:
         rows = PumpStatus.objects.using(self.using).order_by("group", "worker_id")

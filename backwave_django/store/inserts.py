@@ -77,7 +77,9 @@ def insert_all(
             holders[key] = done[i].id  # type: ignore[union-attr]
         else:
             done[i] = EnqueuedJob(id=holders[key], duplicate=True)
-    return [result for result in done if result is not None]
+    written = [r for r in done if r is not None]
+    store._add_tags((r.id, new.tags) for new, r in zip(jobs, written, strict=True) if not r.duplicate)
+    return written
 
 
 def _key(new: NewJob) -> tuple[str, str]:

@@ -17,6 +17,7 @@ they happen: the simulator checks its invariants there, on exactly what each ste
 from __future__ import annotations
 
 import bisect
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +32,8 @@ from ..core.records import AuditAction, ClaimedJob, HeartbeatResult, OutcomeRepo
 from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.text import clean
-from . import changes
+from . import announced, changes
+from .announced import Announce
 from .bounds import check_concurrency_limit, check_new_jobs
 from .changes import Change
 from .contract import (
@@ -55,6 +57,8 @@ from .copies import replace
 from .memory_scheduling import MemorySchedulingMixin
 from .order import inserts_order
 
+logger = logging.getLogger("backwave.store")
+
 
 class TransientFault(ConnectionError):
     """A fault injected into the memory store that a later retry cures (what a lost connection is)."""
@@ -77,6 +81,58 @@ class JobChange:
     lease_before: LeaseView | None = None
     lease_after: LeaseView | None = None
     outcome: OutcomeView | None = None
+    tags: tuple[str, ...] = ()  #: the tags the change gave the job (new ones only)
+
+
+def _transition(
+    operation: str,
+    before: JobView | None,
+    after: JobView,
+    lease: LeaseView | None,
+    outcome: OutcomeView | None,
+    cause: str,
+) -> announced.Transition:
+    """One change as ``announced.Transition`` says it: the Attempt and the cause the database stores give."""
+    if outcome is not None:
+        attempt, cause = outcome.attempt, outcome.message
+    elif lease is not None and operation == "claim":
+        attempt, cause = after.attempt, f"claimed by {lease.owner}"
+    else:
+        attempt, cause = after.attempt, cause or (after.terminal_cause if after.state.is_terminal else "")
+    return announced.Transition(
+        job_id=after.id, wire_name=after.wire_name, queue=after.queue,
+        from_state=None if before is None else before.state, to_state=after.state, attempt=attempt,
+        cause=cause, operation=operation,
+    )  # fmt: skip
+
+
+class _AnnouncingLock:
+    """The store's one re-entrant lock, which sends the transitions an operation kept (``pending``) to the
+    store's ``announce`` once the outermost holder lets go: after the change is whole, outside the lock, so a
+    receiver may call the store."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._lock = threading.RLock()
+        self._store = store
+        self._depth = 0
+        self.pending: list[announced.Transition] = []
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        batch: list[announced.Transition] = []
+        if self._depth == 0 and self.pending:
+            batch, self.pending = self.pending, []
+        self._lock.release()
+        announce = self._store.announce
+        if batch and announce is not None:
+            try:
+                announce(batch)
+            except Exception:  # an announcer is never able to undo or break the change it announces
+                logger.exception("announcing %d job transition(s) failed; the changes stand", len(batch))
 
 
 class MemoryStore(MemorySchedulingMixin):
@@ -91,15 +147,18 @@ class MemoryStore(MemorySchedulingMixin):
         faults: Callable[[str, str], None] | None = None,
         hints: Callable[[Sequence[str]], None] | None = None,
         observe: Callable[[JobChange], None] | None = None,
+        announce: Announce | None = None,
     ) -> None:
         self.using = name
         self.faults = faults
         self.hints = hints
         self.observe = observe
-        self._lock = threading.RLock()
+        self.announce = announce
+        self._lock = _AnnouncingLock(self)
         self._jobs: dict[int, JobView] = {}
         self._leases: dict[int, LeaseView] = {}
         self._outcomes: dict[int, list[OutcomeView]] = {}
+        self._tags: dict[int, set[str]] = {}  # the tags of each job that has some
         self._audit: list[AuditView] = []
         self._queues: dict[str, QueueView] = {}
         self._pumps: dict[str, PumpView] = {}
@@ -176,6 +235,7 @@ class MemoryStore(MemorySchedulingMixin):
         if job.schedule is not None and not job.state.is_terminal:
             self._live_runs[job.schedule] -= 1
         self._outcomes.pop(job_id, None)
+        self._tags.pop(job_id, None)
         if job.schedule is not None and job.scheduled_for is not None:
             self._ticks.discard((job.schedule, job.scheduled_for))
 
@@ -192,12 +252,22 @@ class MemoryStore(MemorySchedulingMixin):
         lease_before: LeaseView | None = None,
         lease_after: LeaseView | None = None,
         outcome: OutcomeView | None = None,
+        cause: str = "",
+        tags: tuple[str, ...] = (),
     ) -> None:
-        """Hand ``observe`` one change to one job, when there is an observer."""
+        """Hand ``observe`` one change to one job, when there is an observer; keep its transition for
+        ``announce``, when there is one (sent once the operation lets go of the lock)."""
+        if (
+            self.announce is not None
+            and after is not None
+            and self.announce.listening()
+            and (before is None or before.state != after.state)
+        ):
+            self._lock.pending.append(_transition(operation, before, after, lease_after, outcome, cause))
         if self.observe is not None:
             change = JobChange(
                 operation=operation, now=now, before=before, after=after, lease_before=lease_before,
-                lease_after=lease_after, outcome=outcome,
+                lease_after=lease_after, outcome=outcome, tags=tags,
             )  # fmt: skip
             self.observe(change)
 
@@ -233,9 +303,11 @@ class MemoryStore(MemorySchedulingMixin):
                     trace_context=new.trace_context,
                 ))  # fmt: skip
                 done[position] = EnqueuedJob(id=job_id)
+                if new.tags:
+                    self._tags[job_id] = set(new.tags)
                 if new.due_at <= now:
                     due.add(new.queue)
-                self._observed("enqueue", now, None, self._jobs[job_id])
+                self._observed("enqueue", now, None, self._jobs[job_id], tags=new.tags)
             self._fault("enqueue", "after")
         if due and self.hints is not None:
             self.hints(sorted(due))
@@ -367,7 +439,10 @@ class MemoryStore(MemorySchedulingMixin):
                 started_at=lease.claimed_at if lease is not None else change.started_at,
             )
             self._outcomes.setdefault(job.id, []).append(outcome)
-            self._observed(operation, now, before, job, lease_before=lease, outcome=outcome)
+            held = self._tags.setdefault(job.id, set()) if change.tags else set()
+            added = tuple(tag for tag in change.tags if tag not in held)
+            held.update(added)
+            self._observed(operation, now, before, job, lease_before=lease, outcome=outcome, tags=added)
 
     def heartbeat(
         self, *, worker_id: str, job_ids: Sequence[int], lease_duration: timedelta, now: datetime
@@ -461,7 +536,7 @@ class MemoryStore(MemorySchedulingMixin):
                 cancel_requested=False, output=None,
             )  # fmt: skip
             self._put(after)
-            self._observed("requeue", now, job, after)
+            self._observed("requeue", now, job, after, cause=clean(announced.requeue_cause(actor)))
             self._record(actor, AuditAction.REQUEUE, job_id, now)
             self._fault("requeue", "after")
         return RequeueResult.REQUEUED
@@ -560,6 +635,10 @@ class MemoryStore(MemorySchedulingMixin):
         with self._lock:
             return [self._queues[q] for q in sorted(self._queues)]
 
+    def list_tags(self, job_id: int) -> list[str]:
+        with self._lock:
+            return sorted(self._tags.get(job_id, ()))
+
     def list_pumps(self) -> list[PumpView]:
         with self._lock:
             return sorted(self._pumps.values(), key=lambda p: (p.group, p.worker_id))
@@ -569,6 +648,11 @@ class MemoryStore(MemorySchedulingMixin):
     def all_jobs(self) -> list[JobView]:
         with self._lock:
             return [self._jobs[i] for i in sorted(self._jobs)]
+
+    def all_tags(self) -> dict[int, frozenset[str]]:
+        """The tags of every job that has some."""
+        with self._lock:
+            return {job_id: frozenset(tags) for job_id, tags in self._tags.items() if tags}
 
     def all_leases(self) -> list[LeaseView]:
         with self._lock:

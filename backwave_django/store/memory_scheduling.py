@@ -3,7 +3,6 @@ the Django stores: the cursor moves by compare-and-set, and a (schedule, tick) i
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -25,12 +24,15 @@ from .contract import (
 )
 from .copies import replace
 
+if TYPE_CHECKING:
+    from .memory import _AnnouncingLock
+
 
 class MemorySchedulingMixin:
     """The schedule and retention operations of the Storage Contract, in memory."""
 
     if TYPE_CHECKING:  # provided by MemoryStore
-        _lock: threading.RLock
+        _lock: _AnnouncingLock
         _jobs: dict[int, JobView]
         _live_runs: Counter[str]
         _ticks: set[tuple[str, datetime]]

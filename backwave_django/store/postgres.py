@@ -21,12 +21,12 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.backends.utils import CursorWrapper
 
-from .. import conf
+from .. import conf, signals
 from ..core.records import ClaimedJob, HeartbeatResult, OutcomeReport
 from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.transitions import CLAIMABLE
-from . import changes
+from . import announced, changes
 from .bounds import check_new_jobs
 from .changes import Change
 from .contract import EnqueuedJob, NewJob, OutcomeDetail, StoreError
@@ -181,7 +181,7 @@ chosen AS (
         output = CASE WHEN x.state = 'succeeded' THEN x.output ELSE j.output END
     FROM chosen x
     WHERE j.id = x.job_id AND j.state = 'leased'
-    RETURNING j.id
+    RETURNING j.id, j.state
 ), logged AS (
     INSERT INTO backwave_django_outcome
         (job_id, attempt, worker, kind, state_after, message, detail, recorded_at, error_type, started_at)
@@ -209,7 +209,7 @@ REPORT = (
         source="changes c JOIN fenced f ON f.job_id = c.job_id AND f.attempt = c.attempt",
         started="f.claimed_at",
     )
-    + " SELECT 'fenced', job_id FROM fenced UNION ALL SELECT 'moved', id FROM moved"
+    + " SELECT 'fenced', job_id, NULL FROM fenced UNION ALL SELECT 'moved', id, state FROM moved"
 )
 
 TERMINATE = "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid"
@@ -370,8 +370,8 @@ class PostgresStore(DjangoStore):
             raise
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
-        if any(new.unique_key is not None for new in jobs):
-            return super().enqueue(jobs, now=now, max_payload_bytes=max_payload_bytes)  # one by one
+        if any(new.unique_key is not None or new.tags for new in jobs):  # keys one by one; tags: two tables
+            return super().enqueue(jobs, now=now, max_payload_bytes=max_payload_bytes)
         check_new_jobs(jobs, max_payload_bytes)
         if not jobs:
             return []
@@ -405,7 +405,9 @@ class PostgresStore(DjangoStore):
             rows = self._rows(ENQUEUE, params, prepare=True)  # one statement: atomic on its own
         if due_queues:
             self._hint_this_process(due_queues)
-        return [EnqueuedJob(id=job_id) for job_id in sorted(row[0] for row in rows)]
+        done = [EnqueuedJob(id=job_id) for job_id in sorted(row[0] for row in rows)]
+        self._announce(lambda: announced.births(jobs, done))
+        return done
 
     def _insert_keyed(self, new: NewJob, now: datetime) -> int | None:
         one = [new.wire_name, new.queue, new.payload, new.max_attempts, new.due_at, now, new.timeout]
@@ -428,6 +430,7 @@ class PostgresStore(DjangoStore):
         if len(queues) == 1 and max_jobs > 0 and self.connection.get_autocommit():
             limited, claimed = claim_one_queue(self, worker_id, queues[0], max_jobs, lease_duration, now)
             if not limited:
+                self._announce(lambda: announced.claims(claimed, worker_id))  # committed: sent at once
                 return claimed
         return super().claim(
             worker_id=worker_id, queues=queues, max_jobs=max_jobs, lease_duration=lease_duration, now=now
@@ -484,10 +487,16 @@ class PostgresStore(DjangoStore):
         ]
         with transaction.atomic(using=self.using):
             rows = self._rows(REPORT, {**_arrays(pairs), "owner": worker_id, "now": now})  # type: ignore[arg-type]
-            fenced = {job_id for what, job_id in rows if what == "fenced"}
-            moved = {job_id for what, job_id in rows if what == "moved"}
-            if fenced != moved:  # raised inside the transaction: it rolls back, nothing is half-written
-                raise StoreError(f"leased jobs {sorted(fenced - moved)} lost their state under a held lease")
+            fenced = {job_id for what, job_id, _ in rows if what == "fenced"}
+            moved = {job_id: state for what, job_id, state in rows if what == "moved"}
+            if fenced != set(moved):  # raised inside the transaction: it rolls back, nothing is half-written
+                raise StoreError(
+                    f"leased jobs {sorted(fenced - set(moved))} lost their state under a held lease"
+                )
+            self._add_tags((clear.job_id, clear.tags) for clear, _ in pairs if clear.job_id in moved)
+            if signals.listening():  # each job made the move for the cancel flag the statement read
+                made = [c if c.state == moved[c.job_id] else f for c, f in pairs if c.job_id in moved]
+                self._announce_endings(made)
         return fenced
 
     def _apply(self, moves: Sequence[Change], now: datetime) -> None:
@@ -496,6 +505,7 @@ class PostgresStore(DjangoStore):
         moved = self._rows(APPLY, {**_arrays([(c, c) for c in moves]), "now": now})
         if len(moved) != len(moves):
             raise StoreError(f"leased jobs {sorted(c.job_id for c in moves)} lost their state under a lease")
+        self._announce_endings(moves)
 
     def heartbeat(
         self, *, worker_id: str, job_ids: Sequence[int], lease_duration: timedelta, now: datetime

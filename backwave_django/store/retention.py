@@ -30,7 +30,7 @@ from ..core.records import AuditAction
 from ..core.retention import PurgeRule
 from ..core.states import TERMINAL_STATES, State
 from ..core.text import describe
-from ..models import AuditRecord, Job, Lease, Outcome
+from ..models import AuditRecord, Job, JobTag, Lease, Outcome
 from . import changes
 
 logger = logging.getLogger("backwave.store")
@@ -66,7 +66,7 @@ def _cascading_relations() -> list[Any]:
         if relation.auto_created
         and relation.is_relation
         and not relation.concrete
-        and relation.related_model not in (Outcome, Lease)
+        and relation.related_model not in (Outcome, Lease, JobTag)
         and getattr(relation, "on_delete", None) not in _KEEPS_ITS_JOB
     ]
 
@@ -184,7 +184,7 @@ class RetentionMixin:
             deleted = Job.objects.using(self.using).filter(id__in=ids, state__in=finished).delete()
             return int(deleted[1].get(Job._meta.label, 0))
         with connections[self.using].cursor() as cursor:
-            for model in (Outcome, Lease):
+            for model in (Outcome, Lease, JobTag):
                 cursor.execute(*self._delete_where(model, ("job_id", ids)))
             cursor.execute(
                 *self._delete_where(AuditRecord, ("target", [str(i) for i in ids]), ("action", audit))

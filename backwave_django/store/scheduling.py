@@ -12,7 +12,7 @@ live (a mint, "run now", a requeue of one of its runs) holds the schedule's row 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from ..core.records import AuditAction
 from ..core.schedules import MAX_RECORDED_SKIPS, MintDecision, Misfire, ScheduleState, confirmed
 from ..core.states import State
 from ..models import Job, Schedule
+from . import announced
 from .contract import ScheduleDefinition, ScheduleView, SyncResult, TriggerResult
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ class SchedulingMixin:
         ) -> None: ...
 
         def _hint_this_process(self, queues: Sequence[str]) -> None: ...
+
+        def _announce(self, build: Callable[[], list[announced.Transition]]) -> None: ...
 
     # -- the set of schedules ----------------------------------------------------------------------
 
@@ -181,7 +184,9 @@ class SchedulingMixin:
         found = Schedule.objects.using(self.using).select_for_update()
         return found.filter(name=name, removed_at__isnull=True).first()
 
-    def _insert_runs(self, row: Schedule, ticks: Sequence[datetime], now: datetime) -> int:
+    def _insert_runs(
+        self, row: Schedule, ticks: Sequence[datetime], now: datetime, operation: str = "mint"
+    ) -> int:
         """One job per tick, due at its tick; a tick minted already (by anyone) is left as it is (the unique
         constraint stands behind this check, for a race)."""
         jobs = Job.objects.using(self.using)
@@ -211,7 +216,25 @@ class SchedulingMixin:
             ignore_conflicts=True,
         )
         self._hint_this_process([row.queue])
+        self._announce(lambda: self._minted(row, new, operation))
         return len(new)
+
+    def _minted(self, row: Schedule, ticks: Sequence[datetime], operation: str) -> list[announced.Transition]:
+        """The jobs just minted for these ticks (a bulk insert that passes over conflicts returns no ids)."""
+        found = Job.objects.using(self.using).filter(schedule=row.name, scheduled_for__in=list(ticks))
+        return [
+            announced.Transition(
+                job_id=job_id,
+                wire_name=row.wire_name,
+                queue=row.queue,
+                from_state=None,
+                to_state=State.SCHEDULED,
+                attempt=0,
+                cause="",
+                operation=operation,
+            )
+            for job_id in found.order_by("id").values_list("id", flat=True)
+        ]
 
     # -- operator actions --------------------------------------------------------------------------
 
@@ -235,6 +258,6 @@ class SchedulingMixin:
             row = self._lock_schedule(name)  # a mint in flight sees this run as live, or has committed
             if row is None:
                 return TriggerResult.NOT_FOUND
-            self._insert_runs(row, [now], now)
+            self._insert_runs(row, [now], now, "trigger")
             self._audit(actor, AuditAction.TRIGGER_SCHEDULE, name, now)
         return TriggerResult.TRIGGERED

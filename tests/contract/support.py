@@ -51,6 +51,7 @@ def new_job(
     priority: int = 0,
     unique_key: str | None = None,
     trace_context: str = "",
+    tags: tuple[str, ...] = (),
 ) -> NewJob:
     return NewJob(
         wire_name=wire_name,
@@ -62,6 +63,7 @@ def new_job(
         priority=priority,
         unique_key=unique_key,
         trace_context=trace_context,
+        tags=tags,
     )
 
 

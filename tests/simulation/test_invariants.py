@@ -22,6 +22,7 @@ from backwave_django.core.health import Health
 from backwave_django.core.records import ClaimedJob, OutcomeKind
 from backwave_django.core.states import State
 from backwave_django.simulation import cluster
+from backwave_django.simulation.executor import attempt_tag
 from backwave_django.simulation.invariants import INVARIANTS, Checker, Violation
 from backwave_django.simulation.run import Plant, run
 from backwave_django.store.contract import JobView, LeaseView, OutcomeView, QueueView, StoreError
@@ -168,6 +169,52 @@ def hostile_text_stored(checker: Checker) -> None:
     ended(checker, held, OutcomeKind.FAILED, State.SCHEDULED, message="a NUL \x00 stored")
 
 
+def tags_from_another_attempt(checker: Checker) -> None:
+    held = claimed(checker)
+    after = replace(held, state=State.SCHEDULED)
+    made = outcome(OutcomeKind.FAILED, State.SCHEDULED)
+    stale = attempt_tag(2, "node1:1:g0:0")  # not the tag of the Attempt whose outcome this is
+    checker.on_change(
+        JobChange(
+            operation="report",
+            now=T0,
+            before=held,
+            after=after,
+            lease_before=lease(),
+            outcome=made,
+            tags=(stale,),
+        )
+    )
+
+
+def tags_written_unobserved(checker: Checker) -> None:
+    born = view()
+    checker.on_change(JobChange(operation="enqueue", now=T0, before=None, after=born))
+    checker.audit([born], drained=False, tags={1: frozenset({attempt_tag(1, WORKER)})})
+
+
+def test_an_attempts_own_tags_with_its_outcome_and_an_enqueues_pass():
+    checker = Checker(lambda: 0)
+    born = view(id=2)
+    checker.on_change(JobChange(operation="enqueue", now=T0, before=None, after=born, tags=("given",)))
+    held = claimed(checker)
+    after = replace(held, state=State.SCHEDULED)
+    made = outcome(OutcomeKind.FAILED, State.SCHEDULED)
+    own = attempt_tag(1, WORKER)
+    checker.on_change(
+        JobChange(
+            operation="report",
+            now=T0,
+            before=held,
+            after=after,
+            lease_before=lease(),
+            outcome=made,
+            tags=(own,),
+        )
+    )
+    checker.audit([after, born], drained=False, tags={1: frozenset({own}), 2: frozenset({"given"})})
+
+
 def liveness_after_drain(checker: Checker) -> None:
     born = view()
     checker.on_change(JobChange(operation="enqueue", now=T0, before=None, after=born))
@@ -187,8 +234,14 @@ HAND_MADE: dict[str, Callable[[Checker], None]] = {
     "ConcurrencyLimit": limit_exceeded,
     "PausedQueueNotClaimed": paused_claimed,
     "StoredTextBounded": hostile_text_stored,
+    "TagsFromFencedOutcome": tags_from_another_attempt,
     "DrainLiveness": liveness_after_drain,
 }
+
+
+def test_tags_the_store_holds_unobserved_break_the_tag_invariant():
+    with pytest.raises(Violation, match="TagsFromFencedOutcome"):
+        tags_written_unobserved(Checker(lambda: 0))
 
 
 @pytest.mark.parametrize("name", sorted(HAND_MADE))

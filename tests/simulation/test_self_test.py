@@ -24,7 +24,8 @@ SEEDS = {
     "coalesce-makes-up-every-tick": (27, "CoalesceOneMakeUp"),
     "claim-ignores-priority": (1, "ClaimOrder"),
     "unique-key-forgets-leased": (1, "UniqueKeyHeldOnce"),
-    "output-ignores-fence": (357, "OutputFromSuccess"),
+    "output-ignores-fence": (156, "OutputFromSuccess"),
+    "tags-ignore-fence": (28, "TagsFromFencedOutcome"),
 }
 BY_NAME = {plant.name: plant for plant in PLANTS}
 

@@ -60,6 +60,11 @@ class Command(BaseCommand):
             action="store_true",
             help="Workers run OpenTelemetry's SDK (batched spans and metrics into memory): tracing's cost.",
         )
+        add(
+            "--transition-receiver",
+            action="store_true",
+            help="Workers connect one job_transitioned receiver (it counts): the signal's cost.",
+        )
         add("--only", action="append", choices=FIGURES, help="Measure only these figures (repeatable).")
         add("--json", action="store_true", help="Print the results as JSON only.")
         add(
@@ -106,11 +111,13 @@ class Command(BaseCommand):
             shape = (
                 f"{opts.processes} process(es) x {opts.groups} group(s) x {opts.pumps} pump(s) "
                 f"x pool {opts.pool_size}{', tracing on' if opts.tracing else ''}"
+                f"{', one job_transitioned receiver' if opts.transition_receiver else ''}"
             )
             say(
                 f"drain ({opts.workload}, {shape}): {figure['jobs_per_s']:,.0f} jobs/s "
                 f"(runs {figure['runs']}); "
                 f"{figure['statements_per_job']:.2f} statements/job; "
+                f"{figure['transitions_heard_per_job']:.2f} transitions heard/job; "
                 f"worker peak RSS {figure['peak_rss_mb']:.0f} MB"
             )
         if "latency" in opts.figures:
