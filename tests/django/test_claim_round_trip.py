@@ -63,3 +63,20 @@ def test_a_limited_queue_is_claimed_up_to_its_limit_through_the_row_lock():
     assert len(_claim("default")) == 2
     assert _claim("default") == []
     assert Lease.objects.count() == 2
+
+
+def test_a_one_queue_claim_announces_each_lease_to_job_transitioned():
+    from backwave_django.signals import job_transitioned
+
+    job = jobs.add.enqueue(a=1, b=2)
+    heard = []
+
+    def receiver(sender, **kwargs):
+        heard.append((kwargs["job_id"], kwargs["from_state"], kwargs["to_state"]))
+
+    job_transitioned.connect(receiver, dispatch_uid="tests.round_trip")
+    try:
+        assert _claim("default") == [job.id]
+    finally:
+        job_transitioned.disconnect(dispatch_uid="tests.round_trip")
+    assert heard == [(job.id, "scheduled", "leased")]
