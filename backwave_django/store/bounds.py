@@ -31,7 +31,15 @@ def check_new_jobs(jobs: Sequence[NewJob], max_payload_bytes: int) -> None:
     shares (everything but the payload) are checked once per distinct set of values, the payload of each."""
     shared: set[tuple[object, ...]] = set()
     for new in jobs:
-        fields = (new.wire_name, new.queue, new.trace_context, new.max_attempts, new.priority, new.unique_key)
+        fields = (
+            new.wire_name,
+            new.queue,
+            new.trace_context,
+            new.max_attempts,
+            new.priority,
+            new.unique_key,
+            new.tags,
+        )  # every field _check_shared reads
         key = (*fields, *(type(value) for value in fields))  # True == 1: a bool must not pass for an int
         try:
             seen = key in shared
