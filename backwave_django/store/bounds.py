@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from ..core.dependencies import RunOn, parents_problem
 from ..core.names import queue_name_problem, unique_key_problem, wire_name_problem
 from ..core.retry import MAX_ATTEMPTS_LIMIT
 from .contract import (
     MAX_CONCURRENCY_LIMIT,
+    MAX_JOB_ID,
     MAX_PRIORITY,
     MAX_TRACE_CONTEXT_BYTES,
     MIN_PRIORITY,
@@ -60,6 +62,10 @@ def check_new_job(new: NewJob, max_payload_bytes: int) -> None:
         raise StoreError(problem)
     if new.unique_key is not None and (problem := unique_key_problem(new.unique_key)):
         raise StoreError(problem)
+    if new.parents or not isinstance(new.run_on, RunOn):
+        problem = parents_problem(new.parents, new.run_on, max_job_id=MAX_JOB_ID)
+        if problem:
+            raise StoreError(f"{new.wire_name!r}: {problem}")
 
 
 def check_concurrency_limit(limit: object) -> None:

@@ -26,6 +26,7 @@ from ..core.records import ClaimedJob, HeartbeatResult, OutcomeReport
 from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.transitions import CLAIMABLE
+from ..models import Job
 from . import changes
 from .bounds import check_new_job
 from .changes import Change
@@ -187,6 +188,26 @@ REPORT = (
     + " SELECT 'fenced', job_id FROM fenced UNION ALL SELECT 'moved', id FROM moved"
 )
 
+#: Before a report moves anything: take the leases this worker holds for these jobs, then lock those jobs with
+#: their unresolved direct children in one statement, ascending id (``store/edges.py``: the locking order).
+#: Returns each locked job and whether it is a reported job with children.
+LOCK_REPORTED = """
+WITH held AS MATERIALIZED (
+    SELECT job_id FROM backwave_django_lease
+    WHERE job_id = ANY(%(ids)s) AND owner = %(owner)s AND expires_at > %(now)s
+    FOR UPDATE
+)
+SELECT j.id, j.has_children AND j.id IN (SELECT job_id FROM held)
+FROM backwave_django_job j
+WHERE j.id IN (SELECT job_id FROM held)
+   OR j.id IN (
+       SELECT d.child_id FROM backwave_django_dependency d
+       WHERE d.parent_id IN (SELECT job_id FROM held) AND d.resolved_at IS NULL
+   )
+ORDER BY j.id
+FOR UPDATE OF j
+"""
+
 TERMINATE = "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid"
 
 HEARTBEAT = """
@@ -339,8 +360,8 @@ class PostgresStore(DjangoStore):
             raise
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
-        if any(new.unique_key is not None for new in jobs):
-            return super().enqueue(jobs, now=now, max_payload_bytes=max_payload_bytes)  # one by one
+        if any(new.unique_key is not None or new.parents for new in jobs):
+            return super().enqueue(jobs, now=now, max_payload_bytes=max_payload_bytes)  # the portable path
         for new in jobs:
             check_new_job(new, max_payload_bytes)
         if not jobs:
@@ -424,13 +445,23 @@ class PostgresStore(DjangoStore):
             )
             for r in changes.first_per_attempt(reports).values()
         ]
+        ids = [clear.job_id for clear, _ in pairs]
         with transaction.atomic(using=self.using):
+            locked = self._rows(LOCK_REPORTED, {"ids": ids, "owner": worker_id, "now": now})
+            parents = [job_id for job_id, has in locked if has]
             rows = self._rows(REPORT, {**_arrays(pairs), "owner": worker_id, "now": now})  # type: ignore[arg-type]
             fenced = {job_id for what, job_id in rows if what == "fenced"}
             moved = {job_id for what, job_id in rows if what == "moved"}
             if fenced != moved:  # raised inside the transaction: it rolls back, nothing is half-written
                 raise StoreError(f"leased jobs {sorted(fenced - moved)} lost their state under a held lease")
+            if parents:
+                self._resolve_children(self._terminal_states(sorted(fenced.intersection(parents))), now)
         return fenced
+
+    def _terminal_states(self, ids: Sequence[int]) -> dict[int, State]:
+        """The states these jobs (locked) have reached, those that are terminal."""
+        rows = Job.objects.using(self.using).filter(id__in=ids).values_list("id", "state")
+        return {job_id: State(state) for job_id, state in rows if State(state).is_terminal}
 
     def _apply(self, moves: Sequence[Change], now: datetime) -> None:
         if not moves:
