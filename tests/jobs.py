@@ -285,3 +285,21 @@ def opens_a_span(name: str, context: JobContext) -> None:
     record(context)
     with trace.get_tracer("tests.handler").start_as_current_span(name):
         pass
+
+
+@job("tests.reads-parent")
+def reads_parent(parent: int, context: JobContext) -> object:
+    """Returns what job ``parent`` returned, or the NoOutput message."""
+    from backwave_django import NoOutput
+
+    record(context)
+    try:
+        return context.output_of(parent)
+    except NoOutput as exc:
+        return f"no output: {exc}"
+
+
+@job("tests.async-reads-parent")
+async def async_reads_parent(parent: int, context: JobContext) -> object:
+    record(context)
+    return await context.aoutput_of(parent)
