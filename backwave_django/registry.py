@@ -277,7 +277,7 @@ def _parent_ids(depends_on: object) -> tuple[int, ...]:
 
 def _run_on(value: object) -> RunOn:
     try:
-        return RunOn(value)
+        return RunOn(str(value)) if isinstance(value, str) else RunOn(value)  # type: ignore[arg-type]
     except ValueError:
         choices = " or ".join(repr(r.value) for r in RunOn)
         raise JobDefinitionError(f"run_on must be {choices}, got {value!r}") from None

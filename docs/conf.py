@@ -95,6 +95,7 @@ NAVIGATION: dict[str, list[str]] = {
         "howto/telemetry",
         "howto/operate",
         "howto/schedules",
+        "howto/workflows",
         "howto/retention",
         "howto/admin",
         "howto/manifest",

@@ -462,7 +462,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
                 cause = clean(transitions.cancel_cause(actor))
                 job.update(state=State.CANCELLED, terminal_at=now, terminal_cause=cause)
                 result = CancelResult.CANCELLED
-                if row[1]:  # its children's rows are newer: locked after its own
+                if row is not None and row[1]:  # its children's rows are newer: locked after its own
                     self._resolve_children({job_id: State.CANCELLED}, now)
             self._audit(actor, AuditRecord.Action.CANCEL, job_id, now, detail=result.value)
         return result
