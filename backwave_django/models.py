@@ -148,6 +148,8 @@ class Job(models.Model):
                 name="backwave_job_wire_name",
                 opclasses=["varchar_pattern_ops", "int8_ops"],
             ),
+            # The admin's "waiting on a parent" filter, newest first (a partial index: few rows wait).
+            models.Index(fields=["-id"], name="backwave_job_awaiting", condition=Q(state="awaiting_parent")),
             # NO_OVERLAP: whether a schedule's previous run is still live, without reading its history.
             models.Index(
                 fields=["schedule"],

@@ -55,3 +55,16 @@ class RecentWireNameFilter(WireNameFilter):
         newest = model_admin.model._default_manager.order_by("-terminal_at", "-id")[:RECENT_ROWS]
         names = sorted(set(newest.values_list("wire_name", flat=True)))
         return [(name, name) for name in names]
+
+
+class WaitingFilter(admin.SimpleListFilter):
+    """Jobs waiting on a parent (state awaiting_parent), newest first along ``backwave_job_awaiting``."""
+
+    title = "waiting on a parent"
+    parameter_name = "waiting"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
+        return [("yes", "yes")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(state="awaiting_parent") if self.value() == "yes" else queryset
