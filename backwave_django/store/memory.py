@@ -65,7 +65,8 @@ class JobChange:
     """One change to one job, as the store made it: what ``observe`` is given.
 
     ``operation`` is the store method (enqueue, claim, report, expire, cancel, requeue, mint, trigger,
-    purge); ``before`` is None when the job was created, ``after`` None when it was purged. The leases are
+    purge), or ``resolve`` for a child whose parent's end resolved one of its edges (in the same call);
+    ``before`` is None when the job was created, ``after`` None when it was purged. The leases are
     the job's before and after the change, and ``outcome`` the Outcome recorded with it (when an Attempt
     ended).
     """
@@ -380,7 +381,7 @@ class MemoryStore(MemorySchedulingMixin, MemoryDependencyMixin):
             self._observed(operation, now, before, job, lease_before=lease, outcome=outcome)
         ended = {c.job_id: c.state for c in moves if c.move.is_terminal and self._children.get(c.job_id)}
         if ended:
-            self._resolve_children(ended, now, operation)
+            self._resolve_children(ended, now)
 
     def heartbeat(
         self, *, worker_id: str, job_ids: Sequence[int], lease_duration: timedelta, now: datetime
@@ -458,7 +459,7 @@ class MemoryStore(MemorySchedulingMixin, MemoryDependencyMixin):
             lease = self._leases.get(job_id)
             self._observed("cancel", now, job, after, lease_before=lease, lease_after=lease)
             if after.state is State.CANCELLED and self._children.get(job_id):
-                self._resolve_children({job_id: State.CANCELLED}, now, "cancel")
+                self._resolve_children({job_id: State.CANCELLED}, now)
             self._record(actor, AuditAction.CANCEL, job_id, now, detail=result.value)
             self._fault("cancel", "after")
         return result

@@ -68,8 +68,9 @@ class MemoryDependencyMixin:
             terminal_cause=start.cause,
         )
 
-    def _resolve_children(self, ended: Mapping[int, State], now: datetime, operation: str) -> None:
-        """Resolve the open edges of parents that just ended, cascading down through cancelled children."""
+    def _resolve_children(self, ended: Mapping[int, State], now: datetime) -> None:
+        """Resolve the open edges of parents that just ended, cascading down through cancelled children.
+        Each child's change is observed as the operation ``resolve`` (its count, and maybe its state)."""
         frontier = dict(ended)
         while frontier:
             edges = [
@@ -99,8 +100,7 @@ class MemoryDependencyMixin:
                     if move.state.is_terminal:
                         after = replace(after, terminal_at=now, terminal_cause=move.cause)
                 self._put(after)
-                if move.changed_state:
-                    self._observed(operation, now, before, after)
+                self._observed("resolve", now, before, after)
             frontier = {c: State.CANCELLED for c in decided.cancelled if self._children.get(c)}
 
     def _drop_edges(self, job_id: int) -> None:
