@@ -33,7 +33,7 @@ BATCH = 1_000
 
 
 def _setup() -> None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(os.environ.get("BACKWAVE_BENCH_ROOT") or Path(__file__).resolve().parents[2])
     sys.path[:0] = [str(root / "testproject"), str(root)]
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
     import django
@@ -59,9 +59,8 @@ def main() -> None:
 
     def new(queue: str, parents: tuple[int, ...] = ()) -> NewJob:
         now = timezone.now()
-        return NewJob(
-            wire_name="bench.noop", payload="{}", queue=queue, due_at=now, max_attempts=3, parents=parents
-        )
+        extra: dict[str, Any] = {"parents": parents} if parents else {}  # plain jobs run on older code too
+        return NewJob(wire_name="bench.noop", payload="{}", queue=queue, due_at=now, max_attempts=3, **extra)
 
     def enqueue(jobs: list[NewJob]) -> list[int]:
         done = store.enqueue(jobs, now=timezone.now(), max_payload_bytes=65536)

@@ -26,7 +26,6 @@ from ..core.records import ClaimedJob, HeartbeatResult, OutcomeReport
 from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.transitions import CLAIMABLE
-from ..models import Job
 from . import changes
 from .bounds import check_new_job
 from .changes import Change
@@ -157,7 +156,7 @@ chosen AS (
         output = CASE WHEN x.state = 'succeeded' THEN x.output ELSE j.output END
     FROM chosen x
     WHERE j.id = x.job_id AND j.state = 'leased'
-    RETURNING j.id
+    RETURNING j.id, j.has_children, j.state
 ), logged AS (
     INSERT INTO backwave_django_outcome
         (job_id, attempt, worker, kind, state_after, message, detail, recorded_at, error_type, started_at)
@@ -181,32 +180,22 @@ REPORT = (
     " DELETE FROM backwave_django_lease l USING changes c"
     " WHERE l.job_id = c.job_id AND l.attempt = c.attempt AND l.owner = %(owner)s AND l.expires_at > %(now)s"
     " RETURNING l.job_id, l.attempt, l.claimed_at),"
+    # The fenced jobs and their unresolved direct children, locked in ascending id order before any is
+    # updated (store/edges.py: the locking order); the leases were taken first, as the expiry sweep does.
+    " locked AS MATERIALIZED ("
+    " SELECT k.id FROM backwave_django_job k"
+    " WHERE k.id IN (SELECT job_id FROM fenced) OR k.id IN ("
+    " SELECT d.child_id FROM backwave_django_dependency d"
+    " WHERE d.parent_id IN (SELECT job_id FROM fenced) AND d.resolved_at IS NULL)"
+    " ORDER BY k.id FOR UPDATE),"
     + _MOVE_AND_LOG.format(
-        source="changes c JOIN fenced f ON f.job_id = c.job_id AND f.attempt = c.attempt",
+        source="changes c JOIN fenced f ON f.job_id = c.job_id AND f.attempt = c.attempt"
+        " JOIN locked k ON k.id = c.job_id",
         started="f.claimed_at",
     )
-    + " SELECT 'fenced', job_id FROM fenced UNION ALL SELECT 'moved', id FROM moved"
+    + " SELECT 'fenced', job_id, false, '' FROM fenced"
+    " UNION ALL SELECT 'moved', id, has_children, state FROM moved"
 )
-
-#: Before a report moves anything: take the leases this worker holds for these jobs, then lock those jobs with
-#: their unresolved direct children in one statement, ascending id (``store/edges.py``: the locking order).
-#: Returns each locked job and whether it is a reported job with children.
-LOCK_REPORTED = """
-WITH held AS MATERIALIZED (
-    SELECT job_id FROM backwave_django_lease
-    WHERE job_id = ANY(%(ids)s) AND owner = %(owner)s AND expires_at > %(now)s
-    FOR UPDATE
-)
-SELECT j.id, j.has_children AND j.id IN (SELECT job_id FROM held)
-FROM backwave_django_job j
-WHERE j.id IN (SELECT job_id FROM held)
-   OR j.id IN (
-       SELECT d.child_id FROM backwave_django_dependency d
-       WHERE d.parent_id IN (SELECT job_id FROM held) AND d.resolved_at IS NULL
-   )
-ORDER BY j.id
-FOR UPDATE OF j
-"""
 
 TERMINATE = "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid"
 
@@ -445,23 +434,20 @@ class PostgresStore(DjangoStore):
             )
             for r in changes.first_per_attempt(reports).values()
         ]
-        ids = [clear.job_id for clear, _ in pairs]
         with transaction.atomic(using=self.using):
-            locked = self._rows(LOCK_REPORTED, {"ids": ids, "owner": worker_id, "now": now})
-            parents = [job_id for job_id, has in locked if has]
             rows = self._rows(REPORT, {**_arrays(pairs), "owner": worker_id, "now": now})  # type: ignore[arg-type]
-            fenced = {job_id for what, job_id in rows if what == "fenced"}
-            moved = {job_id for what, job_id in rows if what == "moved"}
+            fenced = {job_id for what, job_id, _, _ in rows if what == "fenced"}
+            moved = {job_id for what, job_id, _, _ in rows if what == "moved"}
             if fenced != moved:  # raised inside the transaction: it rolls back, nothing is half-written
                 raise StoreError(f"leased jobs {sorted(fenced - moved)} lost their state under a held lease")
-            if parents:
-                self._resolve_children(self._terminal_states(sorted(fenced.intersection(parents))), now)
+            ended = {
+                job_id: State(state)
+                for what, job_id, has_children, state in rows
+                if what == "moved" and has_children and State(state).is_terminal
+            }
+            if ended:  # only parents pay more than the one statement: their children are locked already
+                self._resolve_children(ended, now)
         return fenced
-
-    def _terminal_states(self, ids: Sequence[int]) -> dict[int, State]:
-        """The states these jobs (locked) have reached, those that are terminal."""
-        rows = Job.objects.using(self.using).filter(id__in=ids).values_list("id", "state")
-        return {job_id: State(state) for job_id, state in rows if State(state).is_terminal}
 
     def _apply(self, moves: Sequence[Change], now: datetime) -> None:
         if not moves:
