@@ -6,9 +6,12 @@ never imports models.
 
 from typing import Any
 
-from .context import AttemptScope, JobCancelled, JobContext
+from .context import AttemptScope, JobCancelled, JobContext, NoOutput
+from .core.dependencies import MAX_PARENTS, RunOn
 from .core.tags import TagError
 from .registry import JobDefinitionError, JobFunction, JobRegistration, UnknownJob, job, registry
+from .store.contract import UnknownParent
+from .workflows import MAX_GRAPH_JOBS, Step, chain, group
 
 _OPERATIONS = (
     "cancel_job",
@@ -28,19 +31,28 @@ def __getattr__(name: str) -> Any:
         from . import operations
 
         return getattr(operations, name)
+
     raise AttributeError(f"module 'backwave_django' has no attribute {name!r}")
 
 
 __all__ = [
+    "MAX_GRAPH_JOBS",
+    "MAX_PARENTS",
     "AttemptScope",
     "JobCancelled",
     "JobContext",
     "JobDefinitionError",
     "JobFunction",
     "JobRegistration",
+    "NoOutput",
+    "RunOn",
+    "Step",
     "TagError",
     "UnknownJob",
+    "UnknownParent",
     "cancel_job",
+    "chain",
+    "group",
     "job",
     "pause_queue",
     "pause_schedule",

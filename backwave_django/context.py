@@ -17,6 +17,11 @@ class JobCancelled(Exception):
     """Raised by :meth:`JobContext.raise_if_cancelled` once the job has been asked to stop."""
 
 
+class NoOutput(LookupError):
+    """:meth:`JobContext.output_of` was asked for a job that has no output to give: it no longer exists
+    (retention purged it) or has not succeeded."""
+
+
 class AttemptScope:
     """Resources that live exactly as long as one Attempt, released when it ends (in reverse order).
 
@@ -146,6 +151,31 @@ class JobContext:
     def added_tags(self) -> tuple[str, ...]:
         """The tags this Attempt added so far, in their stored form, sorted."""
         return tuple(sorted(self._tags))
+
+    def output_of(self, parent: object) -> Any:
+        """What ``parent`` (a job, as enqueue returned it, or its id; meant for an ancestor of this job)
+        returned, decoded. None when it succeeded and returned None (nothing is stored then). Raises
+        :class:`NoOutput` when the job no longer exists (retention purged it) or has not succeeded. Reads
+        ``BACKWAVE['DATABASE']``."""
+        from . import codec, conf
+        from .core.states import State
+        from .store import get_store
+
+        job_id = getattr(parent, "id", parent)
+        if isinstance(job_id, bool) or not isinstance(job_id, int):
+            raise TypeError(f"output_of takes a job or a job id, got {parent!r}")
+        found = get_store(conf.get().database).get_job(job_id)
+        if found is None:
+            raise NoOutput(f"job {job_id} no longer exists (retention purged it) or never did: no output")
+        if found.state is not State.SUCCEEDED:
+            raise NoOutput(f"job {job_id} is {found.state}, not succeeded: it has no output")
+        return None if found.output is None else codec.decode_value(found.output)
+
+    async def aoutput_of(self, parent: object) -> Any:
+        """:meth:`output_of` for an async handler (the read runs in a worker thread)."""
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(self.output_of, thread_sensitive=True)(parent)
 
     @property
     def is_last_attempt(self) -> bool:

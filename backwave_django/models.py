@@ -12,6 +12,7 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 
+from .core.dependencies import Resolution, RunOn
 from .core.health import Health
 from .core.records import AuditAction, OutcomeKind
 from .core.schedules import Misfire
@@ -90,6 +91,22 @@ class Job(models.Model):
         help_text="The trace context it was enqueued in (W3C headers, as JSON).",
     )
 
+    run_on = models.CharField(
+        max_length=8,
+        choices=_choices("RunOn", RunOn).choices,
+        default=RunOn.SUCCESS,
+        db_default=RunOn.SUCCESS,
+        help_text="With parents: start once all succeeded (success) or once all finished (any).",
+    )
+    parents_remaining = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="Parents not finished yet (awaiting_parent until none)."
+    )
+    has_children = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Some job depends on it: its terminal transition resolves their edges.",
+    )
+
     objects = JobQuerySet.as_manager()
 
     #: Not a column: True on the job ``enqueue()`` returned when its unique key was held already (the job
@@ -132,6 +149,8 @@ class Job(models.Model):
                 name="backwave_job_wire_name",
                 opclasses=["varchar_pattern_ops", "int8_ops"],
             ),
+            # The admin's "waiting on a parent" filter, newest first (a partial index: few rows wait).
+            models.Index(fields=["-id"], name="backwave_job_awaiting", condition=Q(state="awaiting_parent")),
             # NO_OVERLAP: whether a schedule's previous run is still live, without reading its history.
             models.Index(
                 fields=["schedule"],
@@ -207,6 +226,43 @@ class JobOverview(Job):
         proxy = True
         verbose_name = "overview"
         verbose_name_plural = "overview"
+
+
+class Dependency(models.Model):
+    """An edge: ``child`` waits on ``parent``. It resolves once, when the parent reaches a terminal state (or
+    when the child is written, if the parent had already), recording what it did to the child."""
+
+    Resolution = _choices("Resolution", Resolution)
+
+    id = models.BigAutoField(primary_key=True)
+    parent = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="child_edges", db_index=False)
+    child = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="parent_edges", db_index=False)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolution = models.CharField(max_length=16, choices=Resolution.choices, blank=True, default="")
+
+    class Meta:
+        verbose_name = "dependency"
+        verbose_name_plural = "dependencies"
+        indexes = [
+            # A parent's terminal transition: its children still unresolved (partial where supported; the
+            # unique (parent, child) index serves the same lookup on MariaDB).
+            models.Index(
+                fields=["parent", "child"],
+                name="backwave_dep_unresolved",
+                condition=Q(resolved_at__isnull=True),
+            ),
+            # The parents of a job (its admin page, output_of, retention's check of a purged child).
+            models.Index(fields=["child", "parent"], name="backwave_dep_parents"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["parent", "child"], name="backwave_dep_edge_once"),
+            models.CheckConstraint(
+                condition=Q(child__gt=models.F("parent")), name="backwave_dep_older_parent"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.child_id} waits on job {self.parent_id}"
 
 
 class Lease(models.Model):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from . import codec
 from .context import JobContext
+from .core.dependencies import MAX_PARENTS, RunOn
 from .core.names import queue_name_problem, unique_key_problem, wire_name_problem
 from .core.retry import MAX_ATTEMPTS_LIMIT
 from .core.tags import TagError, normalise_all
@@ -24,6 +25,8 @@ from .store.bounds import priority_problem
 
 if TYPE_CHECKING:
     from .models import Job
+    from .store.contract import NewJob
+    from .workflows import Step
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -263,6 +266,39 @@ class _Options:
     priority: int | None = None
     unique_key: str | None = None
     tags: tuple[str, ...] = ()  # stored forms, sorted
+    depends_on: tuple[int, ...] = ()
+    run_on: RunOn = RunOn.SUCCESS
+
+
+def _parent_ids(depends_on: object) -> tuple[int, ...]:
+    """The job ids in ``depends_on`` (jobs, as enqueue returns them, or ids), checked."""
+    if isinstance(depends_on, str | bytes) or not isinstance(depends_on, Iterable):
+        raise JobDefinitionError(
+            f"depends_on must be a list of jobs (as enqueue returns them) or job ids, got {depends_on!r}"
+        )
+    ids = []
+    for parent in depends_on:
+        job_id = getattr(parent, "id", parent)
+        if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
+            raise JobDefinitionError(
+                f"depends_on holds {parent!r}: each parent must be a job (as enqueue returns it) or its id"
+            )
+        ids.append(job_id)
+    unique = tuple(dict.fromkeys(ids))
+    if len(unique) > MAX_PARENTS:
+        raise JobDefinitionError(
+            f"a job may depend on at most {MAX_PARENTS} parents, got {len(unique)}: chain them through an "
+            "intermediate job (a group of at most that many, then a child of the group)"
+        )
+    return unique
+
+
+def _run_on(value: object) -> RunOn:
+    try:
+        return RunOn(str(value)) if isinstance(value, str) else RunOn(value)  # type: ignore[arg-type]
+    except ValueError:
+        choices = " or ".join(repr(r.value) for r in RunOn)
+        raise JobDefinitionError(f"run_on must be {choices}, got {value!r}") from None
 
 
 class JobFunction[**P, R]:
@@ -296,15 +332,21 @@ class JobFunction[**P, R]:
         priority: int | None = None,
         unique_key: str | None = None,
         tags: Iterable[str | tuple[str, str]] | None = None,
+        depends_on: Iterable[Any] | None = None,
+        run_on: str | None = None,
     ) -> JobFunction[P, R]:
         """The same job with per-call overrides: another queue, a later start, another attempt ceiling,
         another time limit per Attempt (a timedelta or seconds), another priority (-100 to 100, higher is
         claimed first within the queue), a unique key (at most one unfinished job of this wire name holds
         it: enqueueing another returns the holder, marked ``duplicate``), tags (labels ``"urgent"`` and keyed
-        tags ``("tenant", "acme")``, added to those of an earlier ``using``)."""
+        tags ``("tenant", "acme")``, added to those of an earlier ``using``), parents to wait on
+        (``depends_on``: jobs or ids, at most ``MAX_PARENTS``) and when to start after them (``run_on``:
+        ``"success"``, the default, once all succeeded; ``"any"``, once all finished)."""
         _check_options(
             queue=queue, max_attempts=max_attempts, timeout=timeout, priority=priority, unique_key=unique_key
         )
+        parents = _parent_ids(depends_on) if depends_on is not None else None
+        rule = _run_on(run_on) if run_on is not None else None
         old = self._options
         all_tags = old.tags if tags is None else _tags(tags, old.tags)
         merged = _Options(
@@ -315,8 +357,17 @@ class JobFunction[**P, R]:
             priority=priority if priority is not None else old.priority,
             unique_key=unique_key if unique_key is not None else old.unique_key,
             tags=all_tags,
+            depends_on=parents if parents is not None else old.depends_on,
+            run_on=rule if rule is not None else old.run_on,
         )
         return JobFunction(self.registration, merged)
+
+    def step(self, *args: P.args, **kwargs: P.kwargs) -> Step:
+        """This job with these arguments, not enqueued yet: a step for ``chain`` and ``group``
+        (``backwave_django.workflows``), which enqueue a whole graph in one transaction."""
+        from .workflows import Step
+
+        return Step(function=self, arguments=self.registration.bind(args, kwargs))
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Store one job (inside the caller's transaction, if any) and return it. With a unique key that an
@@ -340,10 +391,24 @@ class JobFunction[**P, R]:
         from django.utils import timezone
 
         from . import conf, telemetry
-        from .store import NewJob, get_store
+        from .store import get_store
 
         settings = conf.get()
         now = timezone.now()
+        new_jobs = self._new_jobs(arguments, now)
+        store = get_store(settings.database)
+        enqueued = store.enqueue(new_jobs, now=now, max_payload_bytes=settings.max_payload_bytes)
+        telemetry.enqueued(self._options.queue or self.registration.queue, len(new_jobs))
+        return job_rows(new_jobs, enqueued, now, store.using)
+
+    def _new_jobs(
+        self, arguments: list[dict[str, Any]], now: datetime, parents: tuple[int, ...] = ()
+    ) -> list[NewJob]:
+        """The jobs to store for these calls, with the defaults applied (``parents``: more to wait on)."""
+        from . import conf, telemetry
+        from .store import NewJob
+
+        settings = conf.get()
         options, reg = self._options, self.registration
         queue = options.queue or reg.queue
         due_at = _due_at(options.run_after, now)
@@ -358,7 +423,8 @@ class JobFunction[**P, R]:
                 where = f"call {index} of {reg.wire_name!r}" if len(arguments) > 1 else repr(reg.wire_name)
                 raise codec.PayloadError(f"cannot enqueue {where}: {exc}") from None
         trace_context = telemetry.trace_context()
-        new_jobs = [
+        all_parents = tuple(dict.fromkeys((*options.depends_on, *parents))) if parents else options.depends_on
+        return [
             NewJob(
                 wire_name=reg.wire_name,
                 payload=p,
@@ -370,13 +436,11 @@ class JobFunction[**P, R]:
                 unique_key=options.unique_key,
                 trace_context=trace_context,
                 tags=options.tags,
+                parents=all_parents,
+                run_on=options.run_on,
             )
             for p in payloads
         ]
-        store = get_store(settings.database)
-        enqueued = store.enqueue(new_jobs, now=now, max_payload_bytes=settings.max_payload_bytes)
-        telemetry.enqueued(queue, len(new_jobs))
-        return job_rows(new_jobs, enqueued, now, store.using)
 
 
 def job_rows(new_jobs: list[Any], enqueued: list[Any], now: datetime, using: str) -> list[Job]:
@@ -388,13 +452,13 @@ def job_rows(new_jobs: list[Any], enqueued: list[Any], now: datetime, using: str
     make = _row_maker(Job, using)
     rows = []
     for new, done in zip(new_jobs, enqueued, strict=True):
-        row = holders[done.id] if done.duplicate else make(new, done.id, now)
+        row = holders[done.id] if done.duplicate else make(new, done, now)
         row.duplicate = done.duplicate
         rows.append(row)
     return rows
 
 
-def _row_maker(model: type[Job], using: str) -> Callable[[Any, int, datetime], Job]:
+def _row_maker(model: type[Job], using: str) -> Callable[[Any, Any, datetime], Job]:
     """Builds the model instance of a job just written. The first goes through the model's ``__init__``;
     the others copy its attributes and set the job's own, which a batch of thousands needs (``__init__``
     was two thirds of ``enqueue_many``'s time in the client). Where something listens to the model's
@@ -405,11 +469,14 @@ def _row_maker(model: type[Job], using: str) -> Callable[[Any, int, datetime], J
     template: dict[str, Any] = {}
     copy = not (pre_init.has_listeners(model) or post_init.has_listeners(model))
 
-    def make(new: Any, job_id: int, now: datetime) -> Job:
+    def make(new: Any, done: Any, now: datetime) -> Job:
         own = {
-            "id": job_id, "wire_name": new.wire_name, "queue": new.queue, "payload": new.payload,
+            "id": done.id, "wire_name": new.wire_name, "queue": new.queue, "payload": new.payload,
             "max_attempts": new.max_attempts, "due_at": new.due_at, "created_at": now, "timeout": new.timeout,
             "priority": new.priority, "unique_key": new.unique_key, "trace_context": new.trace_context,
+            "state": done.state, "run_on": new.run_on, "parents_remaining": done.parents_remaining,
+            "has_children": False, "terminal_cause": done.terminal_cause,
+            "terminal_at": now if done.state.is_terminal else None,
         }  # fmt: skip
         if template:
             row = model.__new__(model)

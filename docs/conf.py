@@ -96,6 +96,7 @@ NAVIGATION: dict[str, list[str]] = {
         "howto/operate",
         "howto/schedules",
         "howto/tags-and-signals",
+        "howto/workflows",
         "howto/retention",
         "howto/admin",
         "howto/manifest",

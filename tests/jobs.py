@@ -296,3 +296,21 @@ def tags_itself(tags: list[str], fail: bool, context: JobContext) -> None:
         context.add_tag((key, value) if value else key)
     if fail:
         raise RuntimeError(f"failed after tagging on attempt {context.attempt}")
+
+
+@job("tests.reads-parent")
+def reads_parent(parent: int, context: JobContext) -> object:
+    """Returns what job ``parent`` returned, or the NoOutput message."""
+    from backwave_django import NoOutput
+
+    record(context)
+    try:
+        return context.output_of(parent)
+    except NoOutput as exc:
+        return f"no output: {exc}"
+
+
+@job("tests.async-reads-parent")
+async def async_reads_parent(parent: int, context: JobContext) -> object:
+    record(context)
+    return await context.aoutput_of(parent)

@@ -76,3 +76,16 @@ class TagFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
         return queryset.filter(tags__tag=value) if value else queryset
+
+
+class WaitingFilter(admin.SimpleListFilter):
+    """Jobs waiting on a parent (state awaiting_parent), newest first along ``backwave_job_awaiting``."""
+
+    title = "waiting on a parent"
+    parameter_name = "waiting"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
+        return [("yes", "yes")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(state="awaiting_parent") if self.value() == "yes" else queryset

@@ -14,12 +14,13 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 
 from ..core.names import queue_name_problem, wire_name_problem
 from ..core.tags import stored_tag_problem
-from ..models import AuditRecord, Job, JobTag, Outcome
+from ..models import AuditRecord, Dependency, Job, JobTag, Outcome
 from . import actions
-from .filters import QueueFilter, RecentWireNameFilter, TagFilter, WireNameFilter
+from .filters import QueueFilter, RecentWireNameFilter, TagFilter, WaitingFilter, WireNameFilter
 from .guards import Check, GuardedAdmin
 from .inputs import as_job_id, choice_problem, job_id_problem, tell_once
 from .paging import BoundedPaginator
@@ -30,6 +31,7 @@ PERM_PAYLOAD = "backwave_django.view_job_payload"
 PERM_REQUEUE = "backwave_django.requeue_job"
 PERM_CANCEL = "backwave_django.cancel_job"
 SHOWN_OUTCOMES = 200  # a job has one outcome per Attempt; the detail page shows the latest ones
+SHOWN_EDGES = 200  # parents and children on the detail page, newest first (a job may have thousands)
 
 _state_problem = partial(choice_problem, what="state", choices=Job.State.values)
 
@@ -42,6 +44,7 @@ JOB_LOOKUPS: Mapping[str, Check] = {
     "queue": queue_name_problem,
     "wire_name": wire_name_problem,
     "tag": stored_tag_problem,  # the tag filter's parameter: a stored tag, never a lookup into another table
+    "waiting": partial(choice_problem, what="waiting", choices=["yes"]),
 }
 
 
@@ -51,7 +54,7 @@ def can_see_payload(request: HttpRequest) -> bool:
 
 class JobAdmin(GuardedAdmin):
     list_display = ["id", "wire_name", "queue", "state", "attempts", "due_at", "last_change"]
-    list_filter = ["state", QueueFilter, WireNameFilter, TagFilter]
+    list_filter = ["state", WaitingFilter, QueueFilter, WireNameFilter, TagFilter]
     search_fields = ["wire_name"]
     search_help_text = (
         "A job id, a tag (tag:urgent, tag:tenant:acme, or tag:tenant: for every tenant), or the start of a "
@@ -76,7 +79,8 @@ class JobAdmin(GuardedAdmin):
         return job.terminal_at or job.created_at
 
     def get_fields(self, request: HttpRequest, obj: Job | None = None) -> list[str]:  # type: ignore[override]
-        more = ["priority", "unique_key", "terminal_at", "terminal_cause", "cancel_requested"]
+        more = ["priority", "unique_key", "terminal_at", "terminal_cause", "cancel_requested", "run_on"]
+        more += ["parents_remaining"]
         return [*self.readonly_fields, *more]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Job | None = None) -> list[str]:
@@ -145,7 +149,24 @@ class JobAdmin(GuardedAdmin):
             "outcomes": list(outcomes),
             "audit_records": list(audit),
             "tags": list(JobTag.objects.filter(job_id=job.id).order_by("tag").values_list("tag", flat=True)),
+            **self._edges(job),
         }
+
+    def _edges(self, job: Job) -> dict[str, Any]:
+        """Its parents and children (the newest ``SHOWN_EDGES`` of each), with their states and links."""
+        edges = Dependency.objects.order_by("-id")
+        parents = edges.filter(child_id=job.id).values_list("parent_id", "parent__state", "resolution")
+        children: Any = []
+        if job.has_children:
+            children = edges.filter(parent_id=job.id).values_list("child_id", "child__state", "resolution")
+        return {
+            "parent_edges": [self._edge(*row) for row in parents[:SHOWN_EDGES]],
+            "child_edges": [self._edge(*row) for row in children[:SHOWN_EDGES]],
+        }
+
+    def _edge(self, job_id: int, state: str, resolution: str) -> dict[str, Any]:
+        url = reverse(f"{self.admin_site.name}:backwave_django_job_change", args=[job_id])
+        return {"id": job_id, "state": state, "resolution": resolution or "open", "url": url}
 
 
 class _TerminalJobAdmin(JobAdmin):

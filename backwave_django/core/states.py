@@ -25,7 +25,8 @@ TERMINAL_STATES = frozenset({State.SUCCEEDED, State.CANCELLED, State.DEAD_LETTER
 #: The states of an unfinished job, in a fixed order (index conditions are written from it).
 LIVE_STATES = (State.SCHEDULED, State.AWAITING_PARENT, State.LEASED)
 
-#: States a job may be born in (awaiting_parent and cancelled belong to job dependencies, not built yet).
+#: States a job may be born in: scheduled, or with parents (``core.dependencies``) awaiting_parent, or
+#: cancelled when a parent it needs to succeed has failed already.
 INITIAL_STATES = frozenset({State.SCHEDULED, State.AWAITING_PARENT, State.CANCELLED})
 
 #: Every legal move, with who makes it. Anything not listed here is a bug in the store.

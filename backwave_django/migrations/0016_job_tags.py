@@ -27,7 +27,7 @@ def forwards(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     atomic = False  # MariaDB cannot roll DDL back, and Django refuses RunPython DDL in a transaction there
-    dependencies = [("backwave_django", "0014_claim_order_priority")]
+    dependencies = [("backwave_django", "0015_dependencies")]
     operations = [
         migrations.CreateModel(
             name="JobTag",

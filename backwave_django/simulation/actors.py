@@ -13,8 +13,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from ..core.dependencies import RunOn
 from ..core.states import State
-from ..store.contract import NewJob
+from ..store.contract import NewJob, UnknownParent
 from .connection import Connection
 from .invariants import Violation
 from .plan import Params
@@ -36,6 +37,8 @@ class Client:
         self.sim = sim
         self.conn = Connection(sim, "client")
         self.pending = 0
+        self.ids: dict[int, int] = {}  # spec key -> the job id its acknowledged enqueue returned
+        self.gone: set[int] = set()  # keys whose job was purged before a child named it
 
     def schedule(self) -> None:
         for spec in self.sim.scenario.jobs:
@@ -44,21 +47,35 @@ class Client:
 
     def _enqueue(self, spec: JobSpec) -> None:
         now = self.sim.timeline.wall()
+        wanted = [key for key in spec.parents if key not in self.gone]
+        if any(key not in self.ids for key in wanted):  # a parent's enqueue is not acknowledged yet
+            self.sim.timeline.after(RETRY_ENQUEUE, self._enqueue, spec)
+            return
         new = NewJob(
             wire_name=spec.wire_name, payload=str(spec.key), queue=spec.queue,
             due_at=now + timedelta(seconds=spec.delay), max_attempts=spec.max_attempts,
             timeout=None if spec.timeout is None else timedelta(seconds=spec.timeout),
             priority=spec.priority, unique_key=spec.unique_key,
             trace_context=f'{{"traceparent":"00-{spec.key + 1:032x}-{spec.key + 1:016x}-01"}}',
+            parents=tuple(self.ids[key] for key in wanted), run_on=RunOn(spec.run_on),
         )  # fmt: skip
         try:
             ids = self.conn.call(self.sim.store.enqueue, jobs=[new], now=now, max_payload_bytes=65536)
         except Violation:
             raise
+        except UnknownParent as exc:  # retention purged a parent first: wait on the others only
+            alive = [job_id for job_id in exc.missing if job_id in self.sim.checker.jobs]
+            self.sim.checker.expect(
+                not alive, "StoreSound", lambda: f"client: enqueue refused parents {alive}, which exist"
+            )
+            self.gone |= {key for key in wanted if self.ids[key] in exc.missing}
+            self.sim.timeline.after(RETRY_ENQUEUE, self._enqueue, spec)
+            return
         except Exception:  # at-least-once: try again (a write that committed makes a second job)
             self.sim.timeline.after(RETRY_ENQUEUE, self._enqueue, spec)
             return
         self.sim.checker.accepted(e.id for e in ids)
+        self.ids[spec.key] = ids[0].id
         self.sim.checker.features.enqueued(new, ids[0])
         duplicate = f" (a duplicate: {spec.unique_key} is held)" if ids[0].duplicate else ""
         self.sim.note("client", f"enqueued key {spec.key} as job {ids[0].id} in {spec.queue}{duplicate}")

@@ -60,6 +60,7 @@ class Cluster:
         self.outage_until = 0  # the database is down for everyone until then
         self.armed = (False, False)  # the store faults of the call being made: (before, after)
         self.store = store_class(faults=self._store_fault, hints=self._hint, observe=self.checker.on_change)
+        self.checker.dependencies.edges = self.store.list_edges
         self.tracing = tracing
         self.lines: list[str] = []
         self.steps = 0

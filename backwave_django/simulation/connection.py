@@ -20,6 +20,7 @@ import random
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..store.contract import UnknownParent
 from ..store.memory import TransientFault
 from .invariants import Violation
 from .plan import Params, stream
@@ -92,6 +93,8 @@ class Connection:
             self._run(operation, reporting, kwargs, False, False)
         except TransientFault:  # pragma: no cover - no fault is armed for a late commit
             raise AssertionError("a late commit faulted") from None
+        except UnknownParent as exc:  # its parent was purged meanwhile: refused whole, as the contract says
+            self.sim.note(self.site, f"late commit refused: {exc.missing} purged")
 
     def _run(
         self,
@@ -106,7 +109,7 @@ class Connection:
         sim.checker.reporting = None if reporting is None else (str(kwargs["worker_id"]), reporting)
         try:
             return operation(**kwargs)
-        except (TransientFault, Violation):
+        except (TransientFault, Violation, UnknownParent):  # a parent purged: the client judges it
             raise
         except Exception as exc:  # the store raised something nobody injected: a bug in it
             name = getattr(operation, "__name__", "call")

@@ -18,6 +18,7 @@ from ..core.states import INITIAL_STATES, State, is_legal
 from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES
 from ..store.contract import MAX_HEALTH_DETAIL_BYTES, JobView, PumpView, QueueView, ScheduleView
 from ..store.memory import JobChange, MemoryStore
+from .dependency_checks import DependencyWatch
 from .executor import attempt_tag
 from .feature_checks import FeatureWatch
 from .schedule_checks import Loaded, ScheduleWatch
@@ -85,6 +86,12 @@ INVARIANTS: dict[str, str] = {
     "OutputFromSuccess": "a job holds an output only once succeeded, and exactly what the handler of the "
     "Attempt that succeeded (the lease holder's) returned; nothing else (a failure, a release, a fenced-off "
     "Attempt) writes one",
+    "ChildAfterParents": "a job with parents is scheduled (born so, or leaving awaiting_parent) only once "
+    "every parent is finished, and, under run_on=success, succeeded",
+    "EdgeResolvedOnce": "each dependency edge resolves exactly once: a job's parents_remaining is always the "
+    "number of its edges still open",
+    "NoChildWaitsForever": "at the end of a run, no edge of a finished parent is still open (no child waits "
+    "for ever on a parent that has finished)",
     "AttemptStart": "an Attempt's outcome records the instant of the claim that began it, and the claim "
     "hands its handler the job's Attempt number and enqueue time",
 }
@@ -124,6 +131,7 @@ class Checker:
         self.routable: Callable[[str], bool] = lambda wire_name: True
         self.schedules = ScheduleWatch(self)
         self.features = FeatureWatch(self)
+        self.dependencies = DependencyWatch(self)
         self.purged = 0  # finished jobs retention deleted
         self.tags: dict[int, set[str]] = {}  # the tags each job was observed to gain
 
@@ -146,6 +154,7 @@ class Checker:
             return
         after, before = change.after, change.before
         self.features.changed(change, after)
+        self.dependencies.changed(change, after)
         self.live += (not after.state.is_terminal) - (before is not None and not before.state.is_terminal)
         if change.before is None:
             self.expect(
@@ -219,7 +228,7 @@ class Checker:
             self._ended(change, before)
         moved = before.state is not after.state
         self.expect(
-            is_legal(before.state, after.state) if moved else operation == "cancel",
+            is_legal(before.state, after.state) if moved else operation in ("cancel", "resolve"),
             "LegalTransition",
             lambda: f"{operation} moved job {after.id} from {before.state} to {after.state}",
         )
@@ -369,6 +378,7 @@ class Checker:
                 "TagsFromFencedOutcome",
                 lambda: f"the store's tags differ from those observed on {_differing(tags, observed)[:5]}",
             )
+        self.dependencies.audit(stored)
         self.expect(
             {j.id: j for j in stored} == self.jobs,
             "NoJobLost",

@@ -237,6 +237,13 @@ class _TagsIgnoreFence(MemoryStore):
         return result
 
 
+class _FailureReleasesChildren(MemoryStore):
+    """Edges resolved as if every parent had succeeded: a parent's failure releases its success children."""
+
+    def _resolve_children(self, ended: Mapping[int, State], now: datetime) -> None:
+        super()._resolve_children(dict.fromkeys(ended, State.SUCCEEDED), now)
+
+
 PLANTS = (
     Plant(
         name="fence-ignores-attempt",
@@ -302,6 +309,11 @@ PLANTS = (
         name="tags-ignore-fence",
         description="a fenced-off Attempt's tags are written onto its job all the same",
         store_class=_TagsIgnoreFence,
+    ),
+    Plant(
+        name="failure-releases-children",
+        description="a parent that failed releases its run_on=success children as if it had succeeded",
+        store_class=_FailureReleasesChildren,
     ),
 )
 

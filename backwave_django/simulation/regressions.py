@@ -65,7 +65,9 @@ def scenario_from(data: dict[str, Any]) -> Scenario:
         GroupSpec(**{**g, "queues": tuple(g["queues"]), "weights": _tuple(g["weights"])})
         for g in values["groups"]
     )
-    values["jobs"] = tuple(JobSpec(**job) for job in values["jobs"])
+    values["jobs"] = tuple(
+        JobSpec(**{**job, "parents": tuple(job.get("parents", ()))}) for job in values["jobs"]
+    )
     values["retry"] = RetryPolicy(**values["retry"])
     if "start" in values:
         values["start"] = datetime.fromisoformat(values["start"])

@@ -105,6 +105,8 @@ class JobSpec:
     priority: int = 0  # higher is claimed first within its queue
     unique_key: str | None = None  # at most one unfinished job of its wire name holds it
     returns: bool = False  # its handler returns a value (which names the Attempt that returned it)
+    parents: tuple[int, ...] = ()  # keys of jobs enqueued before it, that it waits on
+    run_on: str = "success"  # when it starts after them: success or any
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,7 +146,10 @@ def draw(seed: int) -> Scenario:
         nodes=rng.choice((2, 2, 2, 3, 4)),
         queues=queues,
         groups=groups,
-        jobs=_with_features(stream(seed, "features"), _jobs(rng, queues, workload)),
+        jobs=_with_dependencies(
+            stream(seed, "dependencies"),
+            _with_features(stream(seed, "features"), _jobs(rng, queues, workload)),
+        ),
         limits=limits,
         paused=paused,
         retry=RetryPolicy(max_attempts=3, backoff_base=2.0, backoff_cap=float(rng.randint(4, 20))),
@@ -236,6 +241,23 @@ def _with_features(rng: random.Random, jobs: tuple[JobSpec, ...]) -> tuple[JobSp
         priority = (palette if spread < 0.2 else anywhere) if prioritised and spread < 0.4 else 0
         unique_key = f"key-{key}" if pick < keyed else None
         drawn.append(replace(job, priority=priority, unique_key=unique_key, returns=returns))
+    return tuple(drawn)
+
+
+def _with_dependencies(rng: random.Random, jobs: tuple[JobSpec, ...]) -> tuple[JobSpec, ...]:
+    """Dependencies in half the seeds: a third of their jobs wait on one to three jobs enqueued before them
+    (so chains, fan-ins and diamonds form), under success or any. A stream of its own, so the jobs drawn
+    before dependencies existed are drawn the same."""
+    if rng.random() < 0.5:
+        return jobs
+    drawn = []
+    for job in jobs:
+        earlier = sorted(j.key for j in jobs if (j.at, j.key) < (job.at, job.key))
+        picked, count, rule = rng.random(), rng.randint(1, 3), rng.choice(("success", "success", "any"))
+        if picked < 0.35 and earlier:
+            parents = tuple(sorted(rng.sample(earlier[-6:], min(count, len(earlier[-6:])))))
+            job = replace(job, parents=parents, run_on=rule)
+        drawn.append(job)
     return tuple(drawn)
 
 

@@ -62,9 +62,9 @@ def births(
             wire_name=new.wire_name,
             queue=new.queue,
             from_state=None,
-            to_state=State.SCHEDULED,
+            to_state=result.state,
             attempt=0,
-            cause="",
+            cause=result.terminal_cause,
             operation=operation,
         )
         for new, result in zip(jobs, done, strict=True)

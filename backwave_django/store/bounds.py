@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..core.dependencies import RunOn, parents_problem
 from ..core.names import queue_name_problem, unique_key_problem, wire_name_problem
 from ..core.retry import MAX_ATTEMPTS_LIMIT
 from ..core.tags import MAX_TAGS_PER_JOB, stored_tag_problem
 from .contract import (
     MAX_CONCURRENCY_LIMIT,
+    MAX_JOB_ID,
     MAX_PRIORITY,
     MAX_TRACE_CONTEXT_BYTES,
     MIN_PRIORITY,
@@ -39,6 +41,8 @@ def check_new_jobs(jobs: Sequence[NewJob], max_payload_bytes: int) -> None:
             new.priority,
             new.unique_key,
             new.tags,
+            new.parents,
+            new.run_on,
         )  # every field _check_shared reads
         key = (*fields, *(type(value) for value in fields))  # True == 1: a bool must not pass for an int
         try:
@@ -91,6 +95,10 @@ def _check_shared(new: NewJob) -> None:
     if new.unique_key is not None and (problem := unique_key_problem(new.unique_key)):
         raise StoreError(problem)
     check_tags(new.tags, f"the tags of {new.wire_name!r}")
+    if new.parents or not isinstance(new.run_on, RunOn):
+        problem = parents_problem(new.parents, new.run_on, max_job_id=MAX_JOB_ID)
+        if problem:
+            raise StoreError(f"{new.wire_name!r}: {problem}")
 
 
 def check_tags(tags: object, what: str) -> None:

@@ -10,12 +10,12 @@ with :class:`StoreError`, before anything is written.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..core import transitions
+from ..core import dependencies, transitions
 from ..core.records import ClaimedJob, OutcomeKind, OutcomeReport
 from ..core.retry import RetryPolicy
 from ..core.states import State
@@ -75,6 +75,22 @@ def can_requeue(state: State) -> bool:
         return transitions.can_requeue(state)
     except transitions.IllegalTransition as exc:
         raise _refused(exc) from exc
+
+
+def child_start(parents: Mapping[int, State], run_on: dependencies.RunOn) -> dependencies.Start:
+    """How a job with these parents (their states now) is born: every store writes this."""
+    return dependencies.start(parents, run_on)
+
+
+def resolve_edges(
+    edges: Iterable[dependencies.Edge], children: Mapping[int, dependencies.Waiting]
+) -> dependencies.Resolved:
+    """What resolving these edges does to their children (read under lock): the one place every store asks,
+    in the parent's terminal transaction. A move the legal transitions forbid raises :class:`StoreError`."""
+    try:
+        return dependencies.resolve(edges, children)
+    except dependencies.IllegalDependencyMove as exc:
+        raise StoreError(f"refused: {exc}") from exc
 
 
 def _after_attempt(kind: OutcomeKind, **facts: Any) -> transitions.Move:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from ..core.dependencies import MAX_PARENTS, Resolution, RunOn
 from ..core.health import Health
 from ..core.names import MAX_QUEUE_NAME_LENGTH, MAX_UNIQUE_KEY_LENGTH, MAX_WIRE_NAME_LENGTH
 from ..core.records import ClaimedJob, HeartbeatResult, OutcomeKind, OutcomeReport
@@ -54,6 +55,7 @@ __all__ = [
     "MAX_HEALTH_DETAIL_BYTES",
     "MAX_JOB_ID",
     "MAX_MESSAGE_BYTES",
+    "MAX_PARENTS",
     "MAX_PRIORITY",
     "MAX_QUEUE_NAME_LENGTH",
     "MAX_TRACE_CONTEXT_BYTES",
@@ -62,6 +64,7 @@ __all__ = [
     "MIN_PRIORITY",
     "AuditView",
     "CancelResult",
+    "EdgeView",
     "EnqueuedJob",
     "JobStore",
     "JobView",
@@ -79,6 +82,7 @@ __all__ = [
     "StoreError",
     "SyncResult",
     "TriggerResult",
+    "UnknownParent",
     "WireNameTooLong",
 ]
 
@@ -93,6 +97,18 @@ class PayloadTooLarge(StoreError):
 
 class WireNameTooLong(StoreError):
     pass
+
+
+class UnknownParent(StoreError):
+    """A new job names a parent that does not exist (never enqueued, or purged); nothing was written."""
+
+    def __init__(self, missing: Sequence[int]) -> None:
+        self.missing = tuple(sorted(missing))
+        shown = ", ".join(map(str, self.missing[:10])) + (", ..." if len(self.missing) > 10 else "")
+        super().__init__(
+            f"no job with id {shown} exists to depend on (never enqueued, or purged by retention); "
+            "nothing was enqueued. Enqueue the parent first, or leave it out of depends_on."
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,6 +130,9 @@ class NewJob:
     trace_context: str = ""
     #: Its tags in their stored form (``core.tags.normalise_all`` gives them), each once.
     tags: tuple[str, ...] = ()
+    #: The ids of the jobs it waits on (each must exist; at most ``MAX_PARENTS``), and when it may start.
+    parents: tuple[int, ...] = ()
+    run_on: RunOn = RunOn.SUCCESS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,6 +142,11 @@ class EnqueuedJob:
 
     id: int
     duplicate: bool = False
+    #: The state it was born in (a job with parents may wait, or be cancelled by a failed parent), and the
+    #: parents it still waits on.
+    state: State = State.SCHEDULED
+    parents_remaining: int = 0
+    terminal_cause: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -216,6 +240,20 @@ class JobView:
     unique_key: str | None = None
     output: str | None = None  #: the return value of the Attempt that succeeded, as JSON text
     trace_context: str = ""
+    run_on: RunOn = RunOn.SUCCESS
+    parents_remaining: int = 0  #: parents not finished yet (the job is awaiting_parent until none)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EdgeView:
+    """One dependency edge, with both ends' states now: resolved once, when the parent finished."""
+
+    parent_id: int
+    child_id: int
+    parent_state: State
+    child_state: State
+    resolved_at: datetime | None
+    resolution: Resolution | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -465,6 +503,11 @@ class JobStore(Protocol):
     def get_job(self, job_id: int) -> JobView | None: ...
 
     def get_lease(self, job_id: int) -> LeaseView | None: ...
+
+    def list_edges(self, job_id: int) -> list[EdgeView]:
+        """The job's dependency edges: to its parents (``child_id == job_id``) and to its children, by
+        (parent, child) id."""
+        ...
 
     def list_outcomes(self, job_id: int) -> list[OutcomeView]:
         """The job's outcomes, one per ended Attempt, oldest first."""

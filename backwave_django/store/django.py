@@ -23,6 +23,7 @@ from django.db.models import F
 
 from .. import signals, wakeups
 from ..core import transitions
+from ..core.dependencies import RunOn
 from ..core.health import Health
 from ..core.names import queue_name_problem
 from ..core.records import ClaimedJob, HeartbeatResult, OutcomeKind, OutcomeReport
@@ -50,17 +51,18 @@ from .contract import (
     RequeueResult,
     StoreError,
 )
+from .edges import DependencyMixin
 from .retention import RetentionMixin
 from .scheduling import SchedulingMixin
 
 _JOB_FIELDS = (
     "id", "wire_name", "queue", "payload", "state", "attempt", "max_attempts", "due_at", "created_at",
     "terminal_at", "terminal_cause", "cancel_requested", "timeout", "schedule", "scheduled_for", "priority",
-    "unique_key", "trace_context",
+    "unique_key", "trace_context", "run_on", "parents_remaining",
 )  # fmt: skip
 
 
-class DjangoStore(SchedulingMixin, RetentionMixin):
+class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
     """The Storage Contract over one Django database alias."""
 
     supports_transactional_enqueue = True
@@ -139,7 +141,10 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
         if not jobs:
             return []
         with self._write():
+            parents = self._lock_parents(jobs)  # ascending id, before anything is written
             done = inserts.insert_all(self, jobs, now, self._insert_keyed)
+            if parents:
+                done = self._write_edges(jobs, done, parents, now)
             self._announce(lambda: announced.births(jobs, done))
             written = (new for new, result in zip(jobs, done, strict=True) if not result.duplicate)
             due_queues = sorted({new.queue for new in written if new.due_at <= now})
@@ -319,8 +324,9 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
         with self._write():
             first = changes.first_per_attempt(reports)
             held = self._fence(worker_id, set(first), now)
+            parents = self._lock_with_children(sorted(job_id for job_id, _ in held))
             flags = self._cancel_flags([job_id for job_id, _ in held])
-            self._apply(
+            self._apply_and_resolve(
                 [
                     changes.for_report(
                         first[job_id, attempt],
@@ -333,9 +339,18 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
                     )
                     for (job_id, attempt), started_at in held.items()
                 ],
+                parents,
                 now,
             )
         return {job_id for job_id, _ in held}
+
+    def _apply_and_resolve(self, moves: Sequence[Change], parents: set[int], now: datetime) -> None:
+        """Apply the moves, then resolve the edges of the jobs among ``parents`` that ended (their rows and
+        their children's are locked already)."""
+        self._apply(moves, now)
+        ended = {c.job_id: c.state for c in moves if c.move.is_terminal and c.job_id in parents}
+        if ended:
+            self._resolve_children(ended, now)
 
     def _fence(
         self, worker_id: str, attempts: set[tuple[int, int]], now: datetime
@@ -442,9 +457,10 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
                 return 0
             ids = [job_id for job_id, *_ in leases]
             Lease.objects.using(self.using).filter(job_id__in=ids).delete()
+            parents = self._lock_with_children(sorted(ids))
             rows = Job.objects.using(self.using).filter(id__in=ids)
             info = {i: (m, c) for i, m, c in rows.values_list("id", "max_attempts", "cancel_requested")}
-            self._apply(
+            self._apply_and_resolve(
                 [
                     changes.for_expiry(
                         job_id=job_id,
@@ -458,6 +474,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
                     )
                     for job_id, attempt, owner, claimed_at in leases
                 ],
+                parents,
                 now,
             )
         return len(leases)
@@ -472,7 +489,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
     def cancel(self, job_id: int, *, actor: str, now: datetime) -> CancelResult:
         with self._write():
             found = Job.objects.using(self.using).select_for_update().filter(id=job_id)
-            row = found.values_list("state", "wire_name", "queue", "attempt").first()
+            row = found.values_list("state", "wire_name", "queue", "attempt", "has_children").first()
             effect = changes.cancel_effect(State(row[0])) if row else transitions.CancelEffect.REFUSE
             if effect is transitions.CancelEffect.REFUSE:
                 return CancelResult.NOT_CANCELLABLE
@@ -486,6 +503,8 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
                 job.update(state=State.CANCELLED, terminal_at=now, terminal_cause=cause)
                 result = CancelResult.CANCELLED
                 self._announce(lambda: [self._operator_move(job_id, row, State.CANCELLED, cause, "cancel")])
+                if row[4]:  # its children's rows are newer: locked after its own
+                    self._resolve_children({job_id: State.CANCELLED}, now)
             self._audit(actor, AuditRecord.Action.CANCEL, job_id, now, detail=result.value)
         return result
 
@@ -619,7 +638,9 @@ class DjangoStore(SchedulingMixin, RetentionMixin):
             .values(*_JOB_FIELDS, output=F("output_json"))
             .first()
         )
-        return None if row is None else JobView(**{**row, "state": State(row["state"])})
+        if row is None:
+            return None
+        return JobView(**{**row, "state": State(row["state"]), "run_on": RunOn(row["run_on"])})
 
     def get_lease(self, job_id: int) -> LeaseView | None:
         fields = ("job_id", "queue", "owner", "attempt", "claimed_at", "expires_at")

@@ -54,6 +54,7 @@ from .contract import (
     StoreError,
 )
 from .copies import replace
+from .memory_edges import MemoryDependencyMixin
 from .memory_scheduling import MemorySchedulingMixin
 from .order import inserts_order
 
@@ -69,7 +70,8 @@ class JobChange:
     """One change to one job, as the store made it: what ``observe`` is given.
 
     ``operation`` is the store method (enqueue, claim, report, expire, cancel, requeue, mint, trigger,
-    purge); ``before`` is None when the job was created, ``after`` None when it was purged. The leases are
+    purge), or ``resolve`` for a child whose parent's end resolved one of its edges (in the same call);
+    ``before`` is None when the job was created, ``after`` None when it was purged. The leases are
     the job's before and after the change, and ``outcome`` the Outcome recorded with it (when an Attempt
     ended).
     """
@@ -135,7 +137,7 @@ class _AnnouncingLock:
                 logger.exception("announcing %d job transition(s) failed; the changes stand", len(batch))
 
 
-class MemoryStore(MemorySchedulingMixin):
+class MemoryStore(MemorySchedulingMixin, MemoryDependencyMixin):
     """The Storage Contract in memory."""
 
     supports_transactional_enqueue = False
@@ -172,6 +174,7 @@ class MemoryStore(MemorySchedulingMixin):
             tuple[str, str], int
         ] = {}  # (wire name, unique key) -> the unfinished job holding it
         self._next_id = 1
+        self._init_edges()
 
     def _put(self, job: JobView) -> None:
         """Store a job (new or changed), keeping the indexes in step."""
@@ -236,6 +239,7 @@ class MemoryStore(MemorySchedulingMixin):
             self._live_runs[job.schedule] -= 1
         self._outcomes.pop(job_id, None)
         self._tags.pop(job_id, None)
+        self._drop_edges(job_id)
         if job.schedule is not None and job.scheduled_for is not None:
             self._ticks.discard((job.schedule, job.scheduled_for))
 
@@ -286,6 +290,7 @@ class MemoryStore(MemorySchedulingMixin):
         check_new_jobs(jobs, max_payload_bytes)
         with self._lock:
             self._fault("enqueue", "before")
+            parents = self._parent_states(jobs)  # an unknown parent refuses the batch before any write
             done: dict[int, EnqueuedJob] = {}
             due = set()
             for position in inserts_order(jobs):  # the database stores' order: plain jobs, then by key
@@ -295,17 +300,23 @@ class MemoryStore(MemorySchedulingMixin):
                     done[position] = EnqueuedJob(id=holder, duplicate=True)
                     continue
                 job_id, self._next_id = self._next_id, self._next_id + 1
-                self._put(JobView(
+                view = JobView(
                     id=job_id, wire_name=new.wire_name, queue=new.queue, payload=new.payload,
                     state=State.SCHEDULED, attempt=0, max_attempts=new.max_attempts, due_at=new.due_at,
                     created_at=now, terminal_at=None, terminal_cause="", cancel_requested=False,
                     timeout=new.timeout, priority=new.priority, unique_key=new.unique_key,
                     trace_context=new.trace_context,
-                ))  # fmt: skip
-                done[position] = EnqueuedJob(id=job_id)
+                )  # fmt: skip
+                if new.parents:
+                    view = self._born(view, new, parents, now)
+                self._put(view)
+                done[position] = EnqueuedJob(
+                    id=job_id, state=view.state, parents_remaining=view.parents_remaining,
+                    terminal_cause=view.terminal_cause,
+                )  # fmt: skip
                 if new.tags:
                     self._tags[job_id] = set(new.tags)
-                if new.due_at <= now:
+                if new.due_at <= now and view.state is State.SCHEDULED:
                     due.add(new.queue)
                 self._observed("enqueue", now, None, self._jobs[job_id], tags=new.tags)
             self._fault("enqueue", "after")
@@ -443,6 +454,9 @@ class MemoryStore(MemorySchedulingMixin):
             added = tuple(tag for tag in change.tags if tag not in held)
             held.update(added)
             self._observed(operation, now, before, job, lease_before=lease, outcome=outcome, tags=added)
+        ended = {c.job_id: c.state for c in moves if c.move.is_terminal and self._children.get(c.job_id)}
+        if ended:
+            self._resolve_children(ended, now)
 
     def heartbeat(
         self, *, worker_id: str, job_ids: Sequence[int], lease_duration: timedelta, now: datetime
@@ -519,6 +533,8 @@ class MemoryStore(MemorySchedulingMixin):
             self._put(after)
             lease = self._leases.get(job_id)
             self._observed("cancel", now, job, after, lease_before=lease, lease_after=lease)
+            if after.state is State.CANCELLED and self._children.get(job_id):
+                self._resolve_children({job_id: State.CANCELLED}, now)
             self._record(actor, AuditAction.CANCEL, job_id, now, detail=result.value)
             self._fault("cancel", "after")
         return result

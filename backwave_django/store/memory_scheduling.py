@@ -47,6 +47,8 @@ class MemorySchedulingMixin:
 
         def _drop(self, job_id: int) -> None: ...
 
+        def _waited_on(self, job_id: int) -> bool: ...
+
         def _observed(
             self, operation: str, now: datetime, before: JobView | None, after: JobView | None
         ) -> None: ...
@@ -195,7 +197,7 @@ class MemorySchedulingMixin:
                     for j in self._jobs.values()
                     if j.queue in rule.queues and j.state in rule.states
                     and j.terminal_at is not None and j.terminal_at < rule.before
-                    and j.id not in picked
+                    and j.id not in picked and not self._waited_on(j.id)
                 ]  # fmt: skip
                 due.sort(key=lambda j: (j.terminal_at, j.id))
                 picked.update((j.id, rule) for j in due[: max_jobs - len(picked)])

@@ -120,6 +120,7 @@ class MySQLStore(DjangoStore):
         super().__init__(using)
         self._held = threading.local()  # per thread: a stack of the lock names each open _write took
 
+    enqueue = _restarted_on_deadlock(DjangoStore.enqueue)  # with parents, it locks rows InnoDB may scan
     claim = _restarted_on_deadlock(DjangoStore.claim)
     report = _restarted_on_deadlock(DjangoStore.report)
     heartbeat = _restarted_on_deadlock(DjangoStore.heartbeat)

@@ -181,7 +181,7 @@ chosen AS (
         output = CASE WHEN x.state = 'succeeded' THEN x.output ELSE j.output END
     FROM chosen x
     WHERE j.id = x.job_id AND j.state = 'leased'
-    RETURNING j.id, j.state
+    RETURNING j.id, j.has_children, j.state
 ), logged AS (
     INSERT INTO backwave_django_outcome
         (job_id, attempt, worker, kind, state_after, message, detail, recorded_at, error_type, started_at)
@@ -205,11 +205,21 @@ REPORT = (
     " DELETE FROM backwave_django_lease l USING changes c"
     " WHERE l.job_id = c.job_id AND l.attempt = c.attempt AND l.owner = %(owner)s AND l.expires_at > %(now)s"
     " RETURNING l.job_id, l.attempt, l.claimed_at),"
+    # The fenced jobs and their unresolved direct children, locked in ascending id order before any is
+    # updated (store/edges.py: the locking order); the leases were taken first, as the expiry sweep does.
+    " locked AS MATERIALIZED ("
+    " SELECT k.id FROM backwave_django_job k"
+    " WHERE k.id IN (SELECT job_id FROM fenced) OR k.id IN ("
+    " SELECT d.child_id FROM backwave_django_dependency d"
+    " WHERE d.parent_id IN (SELECT job_id FROM fenced) AND d.resolved_at IS NULL)"
+    " ORDER BY k.id FOR UPDATE),"
     + _MOVE_AND_LOG.format(
-        source="changes c JOIN fenced f ON f.job_id = c.job_id AND f.attempt = c.attempt",
+        source="changes c JOIN fenced f ON f.job_id = c.job_id AND f.attempt = c.attempt"
+        " JOIN locked k ON k.id = c.job_id",
         started="f.claimed_at",
     )
-    + " SELECT 'fenced', job_id, NULL FROM fenced UNION ALL SELECT 'moved', id, state FROM moved"
+    + " SELECT 'fenced', job_id, false, '' FROM fenced"
+    " UNION ALL SELECT 'moved', id, has_children, state FROM moved"
 )
 
 TERMINATE = "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid"
@@ -370,8 +380,8 @@ class PostgresStore(DjangoStore):
             raise
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
-        if any(new.unique_key is not None or new.tags for new in jobs):  # keys one by one; tags: two tables
-            return super().enqueue(jobs, now=now, max_payload_bytes=max_payload_bytes)
+        if any(new.unique_key is not None or new.tags or new.parents for new in jobs):  # the portable path
+            return super().enqueue(jobs, now=now, max_payload_bytes=max_payload_bytes)  # keys, tags, edges
         check_new_jobs(jobs, max_payload_bytes)
         if not jobs:
             return []
@@ -487,8 +497,8 @@ class PostgresStore(DjangoStore):
         ]
         with transaction.atomic(using=self.using):
             rows = self._rows(REPORT, {**_arrays(pairs), "owner": worker_id, "now": now})  # type: ignore[arg-type]
-            fenced = {job_id for what, job_id, _ in rows if what == "fenced"}
-            moved = {job_id: state for what, job_id, state in rows if what == "moved"}
+            fenced = {job_id for what, job_id, _, _ in rows if what == "fenced"}
+            moved = {job_id: state for what, job_id, _, state in rows if what == "moved"}
             if fenced != set(moved):  # raised inside the transaction: it rolls back, nothing is half-written
                 raise StoreError(
                     f"leased jobs {sorted(fenced - set(moved))} lost their state under a held lease"
@@ -497,6 +507,13 @@ class PostgresStore(DjangoStore):
             if signals.listening():  # each job made the move for the cancel flag the statement read
                 made = [c if c.state == moved[c.job_id] else f for c, f in pairs if c.job_id in moved]
                 self._announce_endings(made)
+            ended = {
+                job_id: State(state)
+                for what, job_id, has_children, state in rows
+                if what == "moved" and has_children and State(state).is_terminal
+            }
+            if ended:  # only parents pay more than the one statement: their children are locked already
+                self._resolve_children(ended, now)
         return fenced
 
     def _apply(self, moves: Sequence[Change], now: datetime) -> None:

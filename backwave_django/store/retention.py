@@ -28,9 +28,9 @@ from django.db.models import Min, QuerySet
 
 from ..core.records import AuditAction
 from ..core.retention import PurgeRule
-from ..core.states import TERMINAL_STATES, State
+from ..core.states import LIVE_STATES, TERMINAL_STATES, State
 from ..core.text import describe
-from ..models import AuditRecord, Job, JobTag, Lease, Outcome
+from ..models import AuditRecord, Dependency, Job, JobTag, Lease, Outcome
 from . import changes
 
 logger = logging.getLogger("backwave.store")
@@ -66,7 +66,7 @@ def _cascading_relations() -> list[Any]:
         if relation.auto_created
         and relation.is_relation
         and not relation.concrete
-        and relation.related_model not in (Outcome, Lease, JobTag)
+        and relation.related_model not in (Outcome, Lease, JobTag, Dependency)
         and getattr(relation, "on_delete", None) not in _KEEPS_ITS_JOB
     ]
 
@@ -99,6 +99,9 @@ class RetentionMixin:
 
     def _purge_rule(self, rule: PurgeRule, limit: int, dry_run: bool) -> int:
         finished = Job.objects.using(self.using).filter(terminal_at__lt=rule.before)
+        # A parent stays while a child that has not finished depends on it (for its output, and its edge).
+        waited_on = Dependency.objects.using(self.using).filter(child__state__in=LIVE_STATES)
+        finished = finished.exclude(has_children=True, id__in=waited_on.values("parent_id"))
         for needed in _protected_job_ids(self.using):
             finished = finished.exclude(id__in=needed)
         if dry_run:
@@ -178,6 +181,9 @@ class RetentionMixin:
         audit = [str(AuditAction.CANCEL), str(AuditAction.REQUEUE)]
         finished = [str(state) for state in TERMINAL_STATES]
         if _cascading_relations():
+            edges = Dependency.objects.using(self.using)
+            edges.filter(parent_id__in=ids).delete()
+            edges.filter(child_id__in=ids).delete()
             Outcome.objects.using(self.using).filter(job_id__in=ids).delete()
             targets = [str(i) for i in ids]
             AuditRecord.objects.using(self.using).filter(target__in=targets, action__in=audit).delete()
@@ -186,6 +192,8 @@ class RetentionMixin:
         with connections[self.using].cursor() as cursor:
             for model in (Outcome, Lease, JobTag):
                 cursor.execute(*self._delete_where(model, ("job_id", ids)))
+            for column in ("parent_id", "child_id"):  # the edges go with either end
+                cursor.execute(*self._delete_where(Dependency, (column, ids)))
             cursor.execute(
                 *self._delete_where(AuditRecord, ("target", [str(i) for i in ids]), ("action", audit))
             )

@@ -304,3 +304,30 @@ def test_requeue_of_a_job_whose_unique_key_is_taken_is_skipped_with_the_reason(o
     assert "holds its unique key (1)" in response.content.decode()  # type: ignore[attr-defined]
     stuck.refresh_from_db()
     assert stuck.state == Job.State.DEAD_LETTERED
+
+
+def test_the_detail_shows_parents_and_children_with_their_states_as_links(viewer: Client) -> None:
+    from .. import jobs
+
+    parent = jobs.noop.enqueue()
+    child = jobs.noop.using(depends_on=[parent]).enqueue()
+
+    page = viewer.get(f"{JOBS}{parent.id}/change/").content.decode()
+    assert (
+        f'<a href="{JOBS}{child.id}/change/">#{child.id}</a></td><td>awaiting_parent</td><td>open</td>'
+        in page
+    )
+    page = viewer.get(f"{JOBS}{child.id}/change/").content.decode()
+    assert f'<a href="{JOBS}{parent.id}/change/">#{parent.id}</a></td><td>scheduled</td><td>open</td>' in page
+    assert "No parents and no children." in viewer.get(f"{JOBS}{JobFactory().id}/change/").content.decode()
+
+
+def test_the_jobs_list_filters_the_jobs_waiting_on_a_parent(viewer: Client) -> None:
+    from .. import jobs
+
+    parent = jobs.noop.enqueue()
+    child = jobs.noop.using(depends_on=[parent]).enqueue()
+
+    listed = viewer.get(f"{JOBS}?waiting=yes").context["cl"].result_list
+    assert [job.id for job in listed] == [child.id]
+    assert viewer.get(f"{JOBS}?waiting=maybe").status_code == 302  # refused, with a message

@@ -180,3 +180,47 @@ def test_jobs_a_schedule_mints_or_an_operator_triggers_are_announced_as_births(s
     ]
     assert {(h["wire_name"], h["queue"]) for h in heard} == {("tests.tick", "default")}
     assert len({h["job_id"] for h in heard}) == 3
+
+
+def _child_of(store, *parents, run_on="success"):
+    from dataclasses import replace
+
+    from backwave_django.core.dependencies import RunOn
+
+    from .support import MAX_PAYLOAD, new_job
+
+    new = replace(new_job(wire_name="tests.child"), parents=tuple(p.id for p in parents), run_on=RunOn(run_on))
+    return store.enqueue([new], now=T0, max_payload_bytes=MAX_PAYLOAD)[0]
+
+
+def test_a_child_is_announced_waiting_at_birth_and_released_by_its_last_parent(store, heard):
+    parent = enqueue_one(store)
+    child = _child_of(store, parent)
+    leased = claim_one(store, now=T0)
+    report(store, outcome(leased, OutcomeKind.SUCCEEDED), now=LATER)
+
+    assert moves(heard, child.id) == [
+        ("enqueue", None, State.AWAITING_PARENT, 0),
+        ("resolve", State.AWAITING_PARENT, State.SCHEDULED, 0),
+    ]
+    assert {h["wire_name"] for h in heard if h["job_id"] == child.id} == {"tests.child"}
+
+
+def test_a_cascade_announces_every_child_it_cancels_with_its_cause(store, heard):
+    parent = enqueue_one(store, max_attempts=1)
+    child = _child_of(store, parent)
+    grandchild = _child_of(store, child)
+    leased = claim_one(store, now=T0)
+    report(store, outcome(leased, OutcomeKind.FAILED, message="no"), now=LATER)
+
+    for job_id in (child.id, grandchild.id):
+        assert moves(heard, job_id)[-1] == ("resolve", State.AWAITING_PARENT, State.CANCELLED, 0)
+        [cause] = [h["cause"] for h in heard if h["job_id"] == job_id and h["operation"] == "resolve"]
+        assert cause == store.get_job(job_id).terminal_cause != ""
+
+
+def test_a_child_born_after_its_parent_failed_is_announced_cancelled(store, heard):
+    parent = enqueue_one(store, max_attempts=1)
+    report(store, outcome(claim_one(store, now=T0), OutcomeKind.FAILED, message="no"), now=LATER)
+    child = _child_of(store, parent)
+    assert moves(heard, child.id) == [("enqueue", None, State.CANCELLED, 0)]

@@ -369,3 +369,72 @@ def test_a_run_made_live_in_an_open_transaction_holds_a_no_overlap_mint_back_the
         worker_id="w:1:g:c", queues=["default"], max_jobs=10, lease_duration=LEASE, now=T0 + 3 * HOUR
     )
     assert len(runnable) == 1, "two runs of a NO_OVERLAP schedule are live"
+
+
+def test_children_enqueued_while_their_parents_finish_each_resolve_exactly_once(db_store, row_locks):
+    """Enqueuers write children (and grandchildren) of random parents while drainers finish those parents,
+    some by a failure at the ceiling: no deadlock, and every edge and every child ends as if it had been
+    written alone (``core.dependencies`` on the parents' final states)."""
+    from dataclasses import replace
+
+    from backwave_django.core import dependencies
+    from backwave_django.core.dependencies import RunOn
+
+    parents = db_store.enqueue(
+        [new_job(max_attempts=1) for _ in range(240)], now=T0, max_payload_bytes=MAX_PAYLOAD
+    )
+    parent_ids = [p.id for p in parents]
+    written: list[int] = []
+    lock = threading.Lock()
+
+    def drain(worker: str) -> int:
+        rng, done = random.Random(worker), 0
+        while batch := db_store.claim(
+            worker_id=worker, queues=["default"], max_jobs=6, lease_duration=LONG_LEASE, now=T0
+        ):
+            kinds = [rng.choice([OutcomeKind.SUCCEEDED] * 3 + [OutcomeKind.FAILED]) for _ in batch]
+            reports = [
+                OutcomeReport(
+                    job_id=c.id, attempt=c.attempt, kind=k, max_attempts=c.max_attempts, message="m"
+                )
+                for c, k in zip(batch, kinds, strict=True)
+            ]
+            db_store.report(worker_id=worker, reports=reports, retry=RETRY, now=T0)
+            done += len(batch)
+            time.sleep(rng.random() * 0.002)
+        return done
+
+    def enqueue_children(name: str) -> int:
+        rng = random.Random(name)
+        for _ in range(60):
+            with lock:
+                pool = parent_ids + written
+            picked = tuple(rng.sample(pool, rng.randint(1, 4)))
+            rule = rng.choice(list(RunOn))
+            # one or two jobs a call, so that batches lock several parents at once
+            news = [
+                replace(new_job(queue="children"), parents=picked, run_on=rule)
+                for _ in range(rng.randint(1, 2))
+            ]
+            done = db_store.enqueue(news, now=T0, max_payload_bytes=MAX_PAYLOAD)
+            with lock:
+                written.extend(d.id for d in done)
+        return 0
+
+    run_threads(
+        {
+            **{f"host:{n}:g:drain": (lambda n=n: drain(f"host:{n}:g:drain")) for n in range(3)},
+            **{f"enqueue-{n}": (lambda n=n: enqueue_children(f"enqueue-{n}")) for n in range(3)},
+        }
+    )
+
+    assert sum(1 for p in parent_ids if db_store.get_job(p).state.is_terminal) == len(parents)
+    for child_id in sorted(written):
+        child = db_store.get_job(child_id)
+        edges = [e for e in db_store.list_edges(child_id) if e.child_id == child_id]
+        finals = {e.parent_id: e.parent_state for e in edges}
+        expected = dependencies.start(finals, child.run_on)
+        assert child.state is expected.state, (child_id, finals, child)
+        assert child.parents_remaining == sum(1 for s in finals.values() if not s.is_terminal)
+        for edge in edges:
+            assert (edge.resolved_at is not None) == edge.parent_state.is_terminal, edge

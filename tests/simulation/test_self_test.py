@@ -18,14 +18,15 @@ SEEDS = {
     "sweep-ignores-max-attempts": (17, "AttemptCeiling"),
     "release-charges-attempt": (61, "AttemptAccounting"),
     "paused-queue-claimed": (3, "PausedQueueNotClaimed"),
-    "mint-ignores-cursor": (9, "TickAccounting"),
+    "mint-ignores-cursor": (2, "TickAccounting"),
     "purge-by-age": (3, "PurgeOnlyFinished"),
     "no-overlap-forgets-live-runs": (2, "NoOverlap"),
     "coalesce-makes-up-every-tick": (27, "CoalesceOneMakeUp"),
-    "claim-ignores-priority": (1, "ClaimOrder"),
+    "claim-ignores-priority": (4, "ClaimOrder"),
     "unique-key-forgets-leased": (1, "UniqueKeyHeldOnce"),
     "output-ignores-fence": (156, "OutputFromSuccess"),
     "tags-ignore-fence": (28, "TagsFromFencedOutcome"),
+    "failure-releases-children": (24, "ChildAfterParents"),
 }
 BY_NAME = {plant.name: plant for plant in PLANTS}
 
