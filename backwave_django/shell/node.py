@@ -138,7 +138,10 @@ class Node:
         if any(p.busy for p in self.pumps if p.alive):
             return False
         now = timezone.now()
-        times = [self.store.next_due(self.queues, now=now), self.store.next_lease_expiry(self.queues)]
+        # Leases first: a sweep turns a lapsed lease into a scheduled job in one commit, so read in this
+        # order the job is seen as one or the other (the other order can miss it between the two reads).
+        expiry = self.store.next_lease_expiry(self.queues)
+        times = [self.store.next_due(self.queues, now=now), expiry]
         upcoming = [t for t in times if t is not None]
         idle = not upcoming or (min(upcoming) - now).total_seconds() > horizon
         if self.store.using in connections.settings:
