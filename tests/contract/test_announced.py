@@ -189,7 +189,8 @@ def _child_of(store, *parents, run_on="success"):
 
     from .support import MAX_PAYLOAD, new_job
 
-    new = replace(new_job(wire_name="tests.child"), parents=tuple(p.id for p in parents), run_on=RunOn(run_on))
+    ids = tuple(p.id for p in parents)
+    new = replace(new_job(wire_name="tests.child"), parents=ids, run_on=RunOn(run_on))
     return store.enqueue([new], now=T0, max_payload_bytes=MAX_PAYLOAD)[0]
 
 
