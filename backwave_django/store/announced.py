@@ -38,8 +38,9 @@ class Transition:
     Attempt the change concerns: the one a claim began or whose end moved the job; for other changes, the
     job's attempt count after it. ``cause`` says why, in the words the store recorded: an Attempt's outcome
     message (an error's first line, "lease expired on attempt 2"), the cancel's cause, the requeue's actor;
-    empty for a birth (a child born cancelled: the cause naming its parent). ``operation`` is the store operation that made it: enqueue, mint, trigger, claim,
-    report, expire, cancel, requeue, or resolve (a parent's end released or cancelled a waiting child).
+    empty for a birth (for a child born cancelled: the cause naming its parent). ``operation`` is the store
+    operation that made it: enqueue, mint, trigger, claim, report, expire, cancel, requeue, or resolve (a
+    parent's end released or cancelled a waiting child).
     """
 
     job_id: int
