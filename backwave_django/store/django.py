@@ -51,6 +51,7 @@ from .contract import (
     RequeueResult,
     StoreError,
 )
+from .deadlocks import restarted_on_deadlock
 from .edges import DependencyMixin
 from .retention import RetentionMixin
 from .scheduling import SchedulingMixin
@@ -136,6 +137,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
 
     # -- enqueue -----------------------------------------------------------------------------------
 
+    @restarted_on_deadlock
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
         check_new_jobs(jobs, max_payload_bytes)
         if not jobs:
@@ -270,6 +272,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
 
     # -- outcomes ----------------------------------------------------------------------------------
 
+    @restarted_on_deadlock
     def report(
         self,
         *,
@@ -444,6 +447,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
             for i in job_ids
         ]
 
+    @restarted_on_deadlock
     def expire_leases(
         self, *, queues: Sequence[str], max_jobs: int, retry: RetryPolicy, now: datetime
     ) -> int:
@@ -486,6 +490,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
             actor=clean(actor, 255), action=action, target=str(target), detail=detail, recorded_at=now
         )
 
+    @restarted_on_deadlock
     def cancel(self, job_id: int, *, actor: str, now: datetime) -> CancelResult:
         with self._write():
             found = Job.objects.using(self.using).select_for_update().filter(id=job_id)

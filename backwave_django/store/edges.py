@@ -10,6 +10,10 @@ parents, so "parents before children" is ascending order too:
   and only then updates them (never relying on the row order of an UPDATE);
 - a cancellation cascade locks each further level of children in ascending order.
 
+So an enqueue never deadlocks with a parent's report. Two reports can still meet when a cascade reaches a
+second level (a grandchild may be older than a job the other report locked first); the database breaks that
+by rolling one back, and the store runs it again (``store.deadlocks``).
+
 The edges a parent resolves are read after its row is locked, so a child enqueued concurrently either
 committed before (its edge is seen and resolved) or waits for the parent's transaction and then sees it
 terminal (its edge resolves at once). Each edge resolves exactly once: its update is guarded by

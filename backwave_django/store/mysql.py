@@ -15,9 +15,8 @@ them on the server. They are server-wide, so their names carry a hash of the dat
 Deadlocks. InnoDB locks every row a locking statement reads, and its optimizer reads a small table (the
 leases, a young job table) by a full scan rather than by its key: so two workers' reports, sweeps and claims
 can deadlock on rows neither of them wants. InnoDB then rolls the victim's whole transaction back and asks for
-it again; the store does so itself, after a short random pause, up to :data:`DEADLOCK_RETRIES` times, for
-every operation that runs in a transaction of its own (inside a caller's transaction, the caller gets the
-error: its transaction is gone).
+it again; the store does so itself for every operation that runs in a transaction of its own
+(``store.deadlocks``; inside a caller's transaction, the caller gets the error: its transaction is gone).
 
 Statement size. MariaDB refuses a statement larger than ``max_allowed_packet`` (16 MiB by default) and drops
 the connection. Enqueue and outcome INSERTs are cut into batches that fit, counting the worst case of 4 bytes
@@ -31,19 +30,17 @@ enqueued, and Pumps of other processes find new work at their next poll (``POLL_
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import logging
-import random
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Concatenate
+from typing import Any
 
 from django.db import DatabaseError, OperationalError
 
 from . import faults
+from .deadlocks import restarted_on_deadlock
 from .django import DjangoStore
 
 logger = logging.getLogger("backwave.store")
@@ -55,13 +52,6 @@ LOCK_WAIT_SECONDS = 30
 KILL = "KILL CONNECTION %s"
 #: MariaDB's "Unknown thread id": the session to kill has ended already.
 NO_SUCH_THREAD = 1094
-#: InnoDB's "Deadlock found when trying to get lock; try restarting transaction".
-DEADLOCK = 1213
-#: Runs of one operation that a deadlock may roll back before the error reaches the caller, and the longest
-#: pause before a run again (a random part of 1 ms, 2 ms, 4 ms, ... up to this), so that the same workers do
-#: not meet again in the same order.
-DEADLOCK_RETRIES = 10
-DEADLOCK_PAUSE_CAP = 0.05
 
 
 #: What a row costs in an INSERT besides its text columns, and a statement besides its rows (bytes).
@@ -91,28 +81,6 @@ def lock_name(database: str, queue: str, slot: int) -> str:
     return f"backwave:{digest}:{slot}"
 
 
-def _restarted_on_deadlock[**P, R](
-    operation: Callable[Concatenate[DjangoStore, P], R],
-) -> Callable[Concatenate[MySQLStore, P], R]:
-    """``operation`` run again when InnoDB rolled its transaction back to break a deadlock, unless it runs
-    inside the caller's transaction (which the deadlock ended: the caller must see it)."""
-
-    @functools.wraps(operation)
-    def run(store: MySQLStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        for attempt in range(1, DEADLOCK_RETRIES + 1):
-            try:
-                return operation(store, *args, **kwargs)
-            except DatabaseError as exc:
-                own = not store.connection.in_atomic_block
-                if not own or attempt == DEADLOCK_RETRIES or faults.mysql_code(exc) != DEADLOCK:
-                    raise
-                logger.info("%s was chosen to break a deadlock; running it again", operation.__name__)
-                time.sleep(random.uniform(0, min(DEADLOCK_PAUSE_CAP, 0.001 * 2**attempt)))
-        raise AssertionError("unreachable")  # pragma: no cover  (the loop returns or raises)
-
-    return run
-
-
 class MySQLStore(DjangoStore):
     """The Storage Contract on MariaDB: :class:`DjangoStore`'s semantics and SQL, and MariaDB's mechanisms."""
 
@@ -120,17 +88,17 @@ class MySQLStore(DjangoStore):
         super().__init__(using)
         self._held = threading.local()  # per thread: a stack of the lock names each open _write took
 
-    enqueue = _restarted_on_deadlock(DjangoStore.enqueue)  # with parents, it locks rows InnoDB may scan
-    claim = _restarted_on_deadlock(DjangoStore.claim)
-    report = _restarted_on_deadlock(DjangoStore.report)
-    heartbeat = _restarted_on_deadlock(DjangoStore.heartbeat)
-    expire_leases = _restarted_on_deadlock(DjangoStore.expire_leases)
-    cancel = _restarted_on_deadlock(DjangoStore.cancel)
-    requeue = _restarted_on_deadlock(DjangoStore.requeue)
-    pause_queue = _restarted_on_deadlock(DjangoStore.pause_queue)
-    resume_queue = _restarted_on_deadlock(DjangoStore.resume_queue)
-    set_concurrency_limit = _restarted_on_deadlock(DjangoStore.set_concurrency_limit)
-    record_pump = _restarted_on_deadlock(DjangoStore.record_pump)
+    enqueue = restarted_on_deadlock(DjangoStore.enqueue)  # with parents, it locks rows InnoDB may scan
+    claim = restarted_on_deadlock(DjangoStore.claim)
+    report = restarted_on_deadlock(DjangoStore.report)
+    heartbeat = restarted_on_deadlock(DjangoStore.heartbeat)
+    expire_leases = restarted_on_deadlock(DjangoStore.expire_leases)
+    cancel = restarted_on_deadlock(DjangoStore.cancel)
+    requeue = restarted_on_deadlock(DjangoStore.requeue)
+    pause_queue = restarted_on_deadlock(DjangoStore.pause_queue)
+    resume_queue = restarted_on_deadlock(DjangoStore.resume_queue)
+    set_concurrency_limit = restarted_on_deadlock(DjangoStore.set_concurrency_limit)
+    record_pump = restarted_on_deadlock(DjangoStore.record_pump)
 
     # -- named locks around queue settings ------------------------------------------------------------
 
