@@ -1,4 +1,4 @@
-"""Obeying the Node Driver: one ``match`` case per command, shared by the Pump and the test pump.
+"""Obeying the Node Driver: one method per command, shared by the Pump and the test pump.
 
 :meth:`CommandRunner.run` carries out a step's commands in order and returns the events they produced (store
 replies), which the caller queues behind the events already waiting. Where the two pumps differ (a worker
@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from .. import telemetry
 from ..core import commands as cmd
@@ -79,7 +79,7 @@ class CommandRunner:
         events: list[ev.Event] = []
         for position, command in enumerate(commands):
             try:
-                events += telemetry.obey(command, self, self._obey)
+                events += self._obey(command)
             except Exception as exc:
                 if self.raise_faults:
                     raise
@@ -100,85 +100,116 @@ class CommandRunner:
                 return events
         return events
 
-    def _obey(self, command: cmd.Command) -> list[ev.Event]:
-        store, now = self.store, self.clock()
-        match command:  # the commands of every turn first: each case costs the ones above it a check
-            case cmd.ClaimBatch(queues=queues, max_jobs=max_jobs, lease_duration=lease):
-                jobs = store.claim(
-                    worker_id=self.worker_id, queues=queues, max_jobs=max_jobs, lease_duration=lease, now=now
-                )
-                return [ev.ClaimCompleted(now=self.clock(), jobs=tuple(jobs))]
-            case cmd.RequestPoll():
-                self.host.request_poll()
-            case cmd.ExecuteJob(job=job, cut_off_at=cut_off_at):
-                prepared = self.executor.prepare(job, cut_off_at)
-                if isinstance(prepared, Attempt):
-                    self.host.launch(prepared)
-                    return []
-                return [prepared]
-            case cmd.ReportOutcomes(reports=reports, retry=retry):
-                details = self.executor.details_for(reports)
-                result = store.report(
-                    worker_id=self.worker_id, reports=reports, retry=retry, now=now, details=details
-                )
-                self.executor.forget_details(reports)  # kept until written: a failed write is retried
-                self.applied += len(result.applied)
-                if result.stale:
-                    logger.warning(
-                        "%s: outcomes for jobs %s were fenced off (lease lost)",
-                        self.worker_id,
-                        sorted(result.stale),
-                    )
-                return [ev.OutcomesReported(now=self.clock(), applied=result.applied, stale=result.stale)]
-            case cmd.Heartbeat(job_ids=job_ids, lease_duration=lease):
-                results = store.heartbeat(
-                    worker_id=self.worker_id, job_ids=job_ids, lease_duration=lease, now=now
-                )
-                return [ev.HeartbeatCompleted(now=self.clock(), results=tuple(results))]
-            case cmd.ExpireLeases(queues=queues, max_jobs=max_jobs, retry=retry):
-                count = store.expire_leases(queues=queues, max_jobs=max_jobs, retry=retry, now=now)
-                if count:
-                    logger.info("%s: ended %d Attempts whose leases lapsed", self.worker_id, count)
-                return [ev.LeasesExpired(now=self.clock(), count=count)]
-            case cmd.LoadSchedules(queues=queues):
-                return [ev.SchedulesLoaded(now=self.clock(), schedules=tuple(store.load_schedules(queues)))]
-            case cmd.MintSchedules(decisions=decisions):
-                minted = store.mint(decisions, now=now)
-                if minted:
-                    logger.debug("%s: minted %d scheduled job(s)", self.worker_id, minted)
-                return [ev.SchedulesMinted(now=self.clock(), minted=minted)]
-            case cmd.PurgeFinished(rules=rules, max_jobs=max_jobs):
-                try:
-                    count = store.purge(rules, max_jobs=max_jobs)
-                except Exception as exc:
-                    if self.raise_faults or store.is_transient_fault(exc):
-                        raise
-                    # Housekeeping never halts a Pump. A row the database refuses to delete does not get
-                    # here (the store deletes around it and passes over it); what does (a deferred foreign
-                    # key that SQLite checks only at commit, say) is logged and tried again later.
-                    logger.error(
-                        "%s: could not purge finished jobs (retrying later): %s",
-                        self.worker_id, describe(exc), exc_info=exc,
-                    )  # fmt: skip
-                    return [ev.FinishedPurged(now=self.clock(), failed=True)]
-                if count:
-                    logger.info("%s: purged %d finished job(s) past their retention", self.worker_id, count)
-                return [ev.FinishedPurged(now=self.clock(), count=count)]
-            case cmd.SignalCancellation(job_id=job_id):
-                self.executor.signal(job_id)
-            case cmd.AbandonExecution(job_id=job_id):
-                attempt = self.executor.abandon(job_id)
-                if attempt is not None:
-                    attempt.guard.revoke(store.cut_off_sessions)  # before its lease is written off
-                    self.host.abandoned(attempt)
-            case cmd.WakeAt(at=at):
-                self.host.wake_at(at)
-            case cmd.RecordStatus(health=health, detail=detail):
-                self.record_status(health, detail)
-            case cmd.Halt(reason=reason):
-                self.host.halt(reason)
-            case cmd.Stop():
-                self.host.stop()
+    def _obey(self, command: cmd.Command) -> Sequence[ev.Event]:
+        """One command, through its handler in :data:`HANDLERS`; the store calls that telemetry counts (a
+        claim, a report, a lease sweep) go through :func:`telemetry.obey`."""
+        handler = HANDLERS[type(command)]
+        if handler in _OBSERVED:
+            return telemetry.obey(command, self, lambda c: handler(self, c))
+        return handler(self, command)
+
+    # -- one method per command -------------------------------------------------------------------------
+
+    def _claim(self, command: cmd.ClaimBatch) -> list[ev.Event]:
+        jobs = self.store.claim(
+            worker_id=self.worker_id, queues=command.queues, max_jobs=command.max_jobs,
+            lease_duration=command.lease_duration, now=self.clock(),
+        )  # fmt: skip
+        return [ev.ClaimCompleted(now=self.clock(), jobs=tuple(jobs))]
+
+    def _request_poll(self, command: cmd.RequestPoll) -> list[ev.Event]:
+        self.host.request_poll()
+        return []
+
+    def _execute(self, command: cmd.ExecuteJob) -> list[ev.Event]:
+        prepared = self.executor.prepare(command.job, command.cut_off_at)
+        if isinstance(prepared, Attempt):
+            self.host.launch(prepared)
+            return []
+        return [prepared]
+
+    def _report(self, command: cmd.ReportOutcomes) -> list[ev.Event]:
+        reports = command.reports
+        details = self.executor.details_for(reports)
+        result = self.store.report(
+            worker_id=self.worker_id, reports=reports, retry=command.retry, now=self.clock(), details=details
+        )
+        self.executor.forget_details(reports)  # kept until written: a failed write is retried
+        self.applied += len(result.applied)
+        if result.stale:
+            logger.warning(
+                "%s: outcomes for jobs %s were fenced off (lease lost)", self.worker_id, sorted(result.stale)
+            )
+        return [ev.OutcomesReported(now=self.clock(), applied=result.applied, stale=result.stale)]
+
+    def _heartbeat(self, command: cmd.Heartbeat) -> list[ev.Event]:
+        results = self.store.heartbeat(
+            worker_id=self.worker_id, job_ids=command.job_ids, lease_duration=command.lease_duration,
+            now=self.clock(),
+        )  # fmt: skip
+        return [ev.HeartbeatCompleted(now=self.clock(), results=tuple(results))]
+
+    def _expire(self, command: cmd.ExpireLeases) -> list[ev.Event]:
+        count = self.store.expire_leases(
+            queues=command.queues, max_jobs=command.max_jobs, retry=command.retry, now=self.clock()
+        )
+        if count:
+            logger.info("%s: ended %d Attempts whose leases lapsed", self.worker_id, count)
+        return [ev.LeasesExpired(now=self.clock(), count=count)]
+
+    def _load_schedules(self, command: cmd.LoadSchedules) -> list[ev.Event]:
+        schedules = tuple(self.store.load_schedules(command.queues))
+        return [ev.SchedulesLoaded(now=self.clock(), schedules=schedules)]
+
+    def _mint(self, command: cmd.MintSchedules) -> list[ev.Event]:
+        minted = self.store.mint(command.decisions, now=self.clock())
+        if minted:
+            logger.debug("%s: minted %d scheduled job(s)", self.worker_id, minted)
+        return [ev.SchedulesMinted(now=self.clock(), minted=minted)]
+
+    def _purge(self, command: cmd.PurgeFinished) -> list[ev.Event]:
+        try:
+            count = self.store.purge(command.rules, max_jobs=command.max_jobs)
+        except Exception as exc:
+            if self.raise_faults or self.store.is_transient_fault(exc):
+                raise
+            # Housekeeping never halts a Pump. A row the database refuses to delete does not get here (the
+            # store deletes around it and passes over it); what does (a deferred foreign key that SQLite
+            # checks only at commit, say) is logged and tried again later.
+            logger.error(
+                "%s: could not purge finished jobs (retrying later): %s",
+                self.worker_id, describe(exc), exc_info=exc,
+            )  # fmt: skip
+            return [ev.FinishedPurged(now=self.clock(), failed=True)]
+        if count:
+            logger.info("%s: purged %d finished job(s) past their retention", self.worker_id, count)
+        return [ev.FinishedPurged(now=self.clock(), count=count)]
+
+    def _signal(self, command: cmd.SignalCancellation) -> list[ev.Event]:
+        self.executor.signal(command.job_id)
+        return []
+
+    def _abandon(self, command: cmd.AbandonExecution) -> list[ev.Event]:
+        attempt = self.executor.abandon(command.job_id)
+        if attempt is not None:
+            attempt.guard.revoke(self.store.cut_off_sessions)  # before its lease is written off
+            self.host.abandoned(attempt)
+        return []
+
+    def _wake_at(self, command: cmd.WakeAt) -> list[ev.Event]:
+        self.host.wake_at(command.at)
+        return []
+
+    def _record_status(self, command: cmd.RecordStatus) -> list[ev.Event]:
+        self.record_status(command.health, command.detail)
+        return []
+
+    def _halt(self, command: cmd.Halt) -> list[ev.Event]:
+        self.host.halt(command.reason)
+        return []
+
+    def _stop(self, command: cmd.Stop) -> list[ev.Event]:
+        self.host.stop()
         return []
 
     def record_status(self, health: Health, detail: str) -> None:
@@ -217,3 +248,26 @@ class CommandRunner:
             except Exception:
                 logger.exception("%s: could not obey %r after a fault", self.worker_id, command)
         return events
+
+
+#: The method that carries out each command, looked up by the command's type (a ``match`` over them costs the
+#: later commands a check per case above them, on every command of every turn).
+HANDLERS: dict[type[cmd.Command], Callable[[CommandRunner, Any], Sequence[ev.Event]]] = {
+    cmd.ClaimBatch: CommandRunner._claim,
+    cmd.RequestPoll: CommandRunner._request_poll,
+    cmd.ExecuteJob: CommandRunner._execute,
+    cmd.ReportOutcomes: CommandRunner._report,
+    cmd.Heartbeat: CommandRunner._heartbeat,
+    cmd.ExpireLeases: CommandRunner._expire,
+    cmd.LoadSchedules: CommandRunner._load_schedules,
+    cmd.MintSchedules: CommandRunner._mint,
+    cmd.PurgeFinished: CommandRunner._purge,
+    cmd.SignalCancellation: CommandRunner._signal,
+    cmd.AbandonExecution: CommandRunner._abandon,
+    cmd.WakeAt: CommandRunner._wake_at,
+    cmd.RecordStatus: CommandRunner._record_status,
+    cmd.Halt: CommandRunner._halt,
+    cmd.Stop: CommandRunner._stop,
+}
+#: The store calls whose replies telemetry counts (and, with ``DEBUG_SPANS``, traces).
+_OBSERVED = frozenset({CommandRunner._claim, CommandRunner._report, CommandRunner._expire})
