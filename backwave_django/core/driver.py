@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import enum
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from . import commands as cmd
 from . import events as ev
@@ -141,47 +143,53 @@ class NodeDriver:
         return commands + self._wake()
 
     def _dispatch(self, event: ev.Event) -> list[cmd.Command]:
-        match event:
-            case ev.PollDue():
-                return self._on_poll(event.now)
-            case ev.Idle():
-                return self._on_poll(event.now) if self.buffer else []
-            case ev.ClaimCompleted():
-                return self._on_claim_completed(event)
-            case ev.ExecutionSucceeded():
-                return self._on_finished(event.job_id, OutcomeKind.SUCCEEDED, "")
-            case ev.ExecutionFailed():
-                return self._on_failed(event.job_id, event.message)
-            case ev.ExecutionUnroutable():
-                return self._on_finished(event.job_id, OutcomeKind.UNROUTABLE, event.reason)
-            case ev.OutcomesReported():
-                return self._on_outcomes_reported(event)
-            case ev.HeartbeatDue():
-                return self._on_heartbeat_due(event.now)
-            case ev.HeartbeatCompleted():
-                return self._on_heartbeat_completed(event)
-            case ev.MaintenanceDue():
-                return self._on_maintenance_due(event.now)
-            case ev.LeasesExpired():
-                return self._recovered(event) + self.maintenance.leases_expired(event, draining=self.draining)
-            case ev.SchedulesLoaded():
-                return self._recovered(event) + self.maintenance.schedules_loaded(
-                    event, draining=self.draining
-                )
-            case ev.SchedulesMinted():
-                return self._recovered(event) + self.maintenance.schedules_minted(event)
-            case ev.FinishedPurged():
-                return self._recovered(event) + self.maintenance.purged(event, draining=self.draining)
-            case ev.TimerFired():
-                return []  # the deadlines it was for have fired already
-            case ev.StoreFaulted():
-                return self._on_store_faulted(event)
-            case ev.ThreadsAbandoned():
-                self.abandoned_threads, self.lost_slots = event.running, event.unreplaced
-                return self._health_changed()
-            case ev.ShutdownRequested():
-                return self._on_shutdown(event)
-        raise TypeError(f"the Node Driver got an unknown event: {event!r}")
+        name = _HANDLERS.get(type(event))
+        if name is None:
+            raise TypeError(f"the Node Driver got an unknown event: {event!r}")
+        handler: Callable[[Any], list[cmd.Command]] = getattr(self, name)  # by name: a subclass may override
+        return handler(event)
+
+    # -- one method per event (the table :data:`_HANDLERS`, below the class, maps each event type to one) --
+
+    def _on_poll_due(self, event: ev.PollDue) -> list[cmd.Command]:
+        return self._on_poll(event.now)
+
+    def _on_idle(self, event: ev.Idle) -> list[cmd.Command]:
+        return self._on_poll(event.now) if self.buffer else []
+
+    def _on_succeeded(self, event: ev.ExecutionSucceeded) -> list[cmd.Command]:
+        return self._on_finished(event.job_id, OutcomeKind.SUCCEEDED, "")
+
+    def _on_execution_failed(self, event: ev.ExecutionFailed) -> list[cmd.Command]:
+        return self._on_failed(event.job_id, event.message)
+
+    def _on_unroutable(self, event: ev.ExecutionUnroutable) -> list[cmd.Command]:
+        return self._on_finished(event.job_id, OutcomeKind.UNROUTABLE, event.reason)
+
+    def _on_heartbeat(self, event: ev.HeartbeatDue) -> list[cmd.Command]:
+        return self._on_heartbeat_due(event.now)
+
+    def _on_maintenance(self, event: ev.MaintenanceDue) -> list[cmd.Command]:
+        return self._on_maintenance_due(event.now)
+
+    def _on_leases_expired(self, event: ev.LeasesExpired) -> list[cmd.Command]:
+        return self._recovered(event) + self.maintenance.leases_expired(event, draining=self.draining)
+
+    def _on_schedules_loaded(self, event: ev.SchedulesLoaded) -> list[cmd.Command]:
+        return self._recovered(event) + self.maintenance.schedules_loaded(event, draining=self.draining)
+
+    def _on_schedules_minted(self, event: ev.SchedulesMinted) -> list[cmd.Command]:
+        return self._recovered(event) + self.maintenance.schedules_minted(event)
+
+    def _on_purged(self, event: ev.FinishedPurged) -> list[cmd.Command]:
+        return self._recovered(event) + self.maintenance.purged(event, draining=self.draining)
+
+    def _on_timer(self, event: ev.TimerFired) -> list[cmd.Command]:
+        return []  # the deadlines it was for have fired already
+
+    def _on_threads_abandoned(self, event: ev.ThreadsAbandoned) -> list[cmd.Command]:
+        self.abandoned_threads, self.lost_slots = event.running, event.unreplaced
+        return self._health_changed()
 
     def _store_ready(self, now: datetime | None) -> bool:
         """False while store work waits out the backoff after a transient fault."""
@@ -469,6 +477,30 @@ class NodeDriver:
             self.stopped = True
             return [cmd.RecordStatus(health=Health.STOPPED, detail=""), cmd.Stop()]
         return []
+
+
+#: The name of the method that handles each event, looked up by the event's type: a ``match`` over them would
+#: cost every event a check for each case above its own, on every step.
+_HANDLERS: dict[type, str] = {
+    ev.PollDue: "_on_poll_due",
+    ev.Idle: "_on_idle",
+    ev.ClaimCompleted: "_on_claim_completed",
+    ev.ExecutionSucceeded: "_on_succeeded",
+    ev.ExecutionFailed: "_on_execution_failed",
+    ev.ExecutionUnroutable: "_on_unroutable",
+    ev.OutcomesReported: "_on_outcomes_reported",
+    ev.HeartbeatDue: "_on_heartbeat",
+    ev.HeartbeatCompleted: "_on_heartbeat_completed",
+    ev.MaintenanceDue: "_on_maintenance",
+    ev.LeasesExpired: "_on_leases_expired",
+    ev.SchedulesLoaded: "_on_schedules_loaded",
+    ev.SchedulesMinted: "_on_schedules_minted",
+    ev.FinishedPurged: "_on_purged",
+    ev.TimerFired: "_on_timer",
+    ev.StoreFaulted: "_on_store_faulted",
+    ev.ThreadsAbandoned: "_on_threads_abandoned",
+    ev.ShutdownRequested: "_on_shutdown",
+}
 
 
 def _stopped_ending(running: _Running) -> tuple[OutcomeKind, str]:
