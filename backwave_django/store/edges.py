@@ -123,9 +123,14 @@ class DependencyMixin:
         if not ids:
             return set()
         unresolved = Dependency.objects.using(self.using).filter(parent_id__in=ids, resolved_at__isnull=True)
+        # The children are read first and the rows locked by id: a filter of two INs joined by OR would test
+        # every row of the job table, finished ones included, on every report. A child enqueued meanwhile
+        # is no worse off than with one statement, whose subquery read the edges before its locks were
+        # granted: the cascade reads the edges again once the parents are locked.
+        children = list(unresolved.values_list("child_id", flat=True))
         rows = (
             Job.objects.using(self.using)
-            .filter(Q(id__in=ids) | Q(id__in=unresolved.values("child_id")))
+            .filter(id__in=sorted({*ids, *children}))
             .order_by("id")
             .select_for_update()
             .values_list("id", "has_children")

@@ -207,9 +207,11 @@ REPORT = (
     " RETURNING l.job_id, l.attempt, l.claimed_at),"
     # The fenced jobs and their unresolved direct children, locked in ascending id order before any is
     # updated (store/edges.py: the locking order); the leases were taken first, as the expiry sweep does.
+    # One IN over a UNION, never two INs joined by OR: PostgreSQL can only answer an OR of subqueries by
+    # testing every row of the job table (finished ones included) on every report.
     " locked AS MATERIALIZED ("
     " SELECT k.id FROM backwave_django_job k"
-    " WHERE k.id IN (SELECT job_id FROM fenced) OR k.id IN ("
+    " WHERE k.id IN (SELECT job_id FROM fenced UNION"
     " SELECT d.child_id FROM backwave_django_dependency d"
     " WHERE d.parent_id IN (SELECT job_id FROM fenced) AND d.resolved_at IS NULL)"
     " ORDER BY k.id FOR UPDATE),"
