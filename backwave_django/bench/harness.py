@@ -121,11 +121,12 @@ def machine() -> dict[str, Any]:
     }
 
 
-def reset(options: Options) -> None:
-    """Remove this run's jobs (and their leases, outcomes and queue settings). On PostgreSQL, also vacuum the
-    tables, so each run starts from the state autovacuum keeps a live system in (this server may run without
-    it), and checkpoint, so one figure's writes are not flushed to disk while the next figure is measured."""
-    mine = own_queues(options)
+def reset(options: Options, *, keep_history: bool = False) -> None:
+    """Remove this run's jobs (and their leases, outcomes and queue settings); with ``keep_history``, all but
+    the finished rows the scale figure measures the drain beside. On PostgreSQL, also vacuum the tables, so
+    each run starts from the state autovacuum keeps a live system in (this server may run without it), and
+    checkpoint, so one figure's writes are not flushed to disk while the next figure is measured."""
+    mine = bench_queues(options) if keep_history else own_queues(options)
     ids = Job.objects.filter(queue__in=mine)
     Outcome.objects.filter(job__in=ids).delete()
     Lease.objects.filter(queue__in=mine).delete()
@@ -263,8 +264,9 @@ def enqueue_rates(options: Options) -> dict[str, Any]:
 
 
 def preload(options: Options, store: JobStore) -> None:
-    """Write the backlog into paused queues, shared evenly between the groups' queues."""
-    reset(options)
+    """Write the backlog into paused queues, shared evenly between the groups' queues. The history the scale
+    figure filled in stays."""
+    reset(options, keep_history=True)
     queues = bench_queues(options)
     for queue in queues:
         store.pause_queue(queue, actor=ACTOR, now=timezone.now())

@@ -31,6 +31,21 @@ def test_a_tiny_benchmark_run_measures_every_figure(capsys, monkeypatch):
     assert not Job.objects.filter(queue__startswith="bwbench-").exists()  # it cleans up after itself
 
 
+def test_the_drain_at_scale_runs_beside_the_history_it_filled_in():
+    from dataclasses import replace
+
+    from backwave_django.bench import harness
+    from backwave_django.store import get_store
+
+    options = replace(harness.Options(), jobs=20)
+    harness.fill_succeeded(options, 500)
+    harness.preload(options, get_store())  # each drain run starts with its own backlog, not a bare table
+    assert Job.objects.filter(queue=options.history_queue).count() == 500
+    assert Job.objects.filter(queue__in=harness.bench_queues(options), state="scheduled").count() == 20
+    harness.reset(options)
+    assert not Job.objects.exists()
+
+
 def test_the_bench_refuses_a_database_that_holds_other_jobs_and_never_touches_other_queues(monkeypatch):
     from django.utils import timezone
 
