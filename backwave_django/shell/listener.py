@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import select
 import threading
 from typing import Any
 
@@ -29,6 +31,8 @@ logger = logging.getLogger("backwave.hints")
 
 #: How long a new LISTEN connection may take to hear its own probe notification.
 PROBE_SECONDS = 3.0
+#: The longest the thread waits for a notification or a stop before it looks again (a stop wakes it at once).
+WAIT_SECONDS = 5.0
 
 
 class HintListener:
@@ -43,6 +47,9 @@ class HintListener:
         self.backend_pid: int | None = None
         self.received = 0
         self._stop = threading.Event()
+        # Stopping writes a byte here: the thread waits on it beside its connection, so a stop (the end of
+        # every --burst run) takes effect at once, not at the end of a wait for notifications.
+        self._wake_read, self._wake_write = os.pipe()
         self._thread = threading.Thread(target=self._run, name="backwave-hints", daemon=True)
 
     def start(self) -> None:
@@ -50,7 +57,13 @@ class HintListener:
 
     def stop(self) -> None:
         self._stop.set()
+        with contextlib.suppress(OSError):
+            os.write(self._wake_write, b"x")
         self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            for end in (self._wake_read, self._wake_write):
+                with contextlib.suppress(OSError):
+                    os.close(end)
 
     def _open(self) -> Any:
         import psycopg
@@ -104,7 +117,8 @@ class HintListener:
             self.connected.set()
             try:
                 while not self._stop.is_set():
-                    for notify in conn.notifies(timeout=0.5):
+                    select.select([conn.fileno(), self._wake_read], [], [], WAIT_SECONDS)
+                    for notify in conn.notifies(timeout=0):  # whatever has arrived, without waiting
                         self.received += 1
                         wakeups.publish([notify.payload])
             except Exception as exc:

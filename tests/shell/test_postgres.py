@@ -48,6 +48,19 @@ def test_the_listener_turns_a_notify_from_another_connection_into_a_hint():
         listener.stop()
 
 
+def test_a_stop_wakes_the_listener_at_once_instead_of_waiting_for_a_notification():
+    from backwave_django.shell import listener as module
+
+    listener = HintListener(reconnect_delay=0.1)
+    listener.start()
+    assert listener.connected.wait(5)
+    time.sleep(0.2)  # the thread is waiting for a notification now
+    started = time.monotonic()
+    listener.stop()
+    assert not listener._thread.is_alive()
+    assert time.monotonic() - started < module.WAIT_SECONDS / 2  # not the end of its wait: woken
+
+
 def test_enqueue_notifies_only_when_its_transaction_commits():
     from django.db import transaction
 
