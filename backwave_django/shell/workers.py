@@ -132,8 +132,11 @@ class WorkerPool:
         (stuck in an abandoned handler) when ``wait`` is True."""
         with self._lock:
             threads = list(self._threads)
-        for _ in threads:
-            self._push(_CLOSE)
+            self._tasks.extend(_CLOSE for _ in threads)
+            asleep = self._idle - self._waking  # wake every sleeper at once, not one after another
+            self._waking += asleep
+        if asleep > 0:
+            self._sleepers.release(asleep)
         if wait:
             deadline = None if timeout is None else time.monotonic() + timeout
             for thread in threads:
