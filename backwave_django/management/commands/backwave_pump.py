@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import threading
@@ -58,6 +59,15 @@ class Command(BaseCommand):
             "SHUTDOWN_GRACE).",
         )
         parser.add_argument("--no-hints", action="store_true", help="Poll only; ignore wake-up hints.")
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        """As a process (``manage.py backwave_pump``): once the command has ended, the interpreter's last
+        garbage collection is skipped over what Django loaded (a third of a second on a slow core, at every
+        exit). Atexit handlers, such as an OpenTelemetry exporter's flush, still run."""
+        try:
+            super().run_from_argv(argv)
+        finally:
+            gc.freeze()
 
     def handle(self, *args: Any, **options: Any) -> None:
         grace = arguments.given(options, "grace", GRACE)
