@@ -13,8 +13,11 @@ from django.db import InterfaceError, OperationalError
 #: SQLSTATE classes and codes worth retrying: 08 connection exceptions, 25006 read-only transaction (a
 #: failover's new standby), 40001 serialization failure, 40P01 deadlock, 53 insufficient resources (disk
 #: full, out of memory, too many connections), 55P03 lock not available, 57014 statement timeout, 57P01-03
-#: the server shutting down or starting up.
-TRANSIENT_SQLSTATES = ("08", "25006", "40001", "40P01", "53", "55P03", "57014", "57P01", "57P02", "57P03")
+#: the server shutting down or starting up, 26000 a prepared statement the server does not know (a pooler that
+#: cannot keep them handed the statement another server connection: the next try prepares it again there).
+TRANSIENT_SQLSTATES = (
+    "08", "25006", "26000", "40001", "40P01", "53", "55P03", "57014", "57P01", "57P02", "57P03",
+)  # fmt: skip
 SQLITE_TRANSIENT = ("database is locked", "database table is locked", "disk i/o error", "unable to open")
 
 #: MariaDB and MySQL error codes worth retrying (their drivers give a code, not a SQLSTATE class we can use):

@@ -224,6 +224,12 @@ REPORT = (
     " UNION ALL SELECT 'moved', id, has_children, state FROM moved"
 )
 
+#: Reports of up to this many outcomes run prepared. PostgreSQL then plans the statement once (a generic plan,
+#: after five runs) instead of on every report, which at the default batch sizes was a fifth of the drain; the
+#: generic plan cannot see how many rows the arrays hold, and past this size its nested loops over them cost
+#: more than planning saves, so a larger report is planned for its own rows.
+PREPARED_REPORT_ROWS = 64
+
 TERMINATE = "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid"
 
 HEARTBEAT = """
@@ -351,10 +357,10 @@ class PostgresStore(DjangoStore):
         ``prepare``: keep it prepared on this connection. Django turns psycopg's prepared statements off
         unless ``OPTIONS['prepare_threshold']`` says otherwise, so unless ``BACKWAVE['PREPARED_STATEMENTS']``
         is False the threshold is lifted for this one call (the project's own queries are untouched).
-        Only the enqueue statements ask for it: planning is a third of a single enqueue's server time, and
-        their plan is the same for every call. The claim and report plans depend on the batch size, and a
-        prepared report (generic plan) was measured to cost a fifth of the drain rate, so they are never
-        prepared, even where the project's ``prepare_threshold`` prepares everything else.
+        The enqueue statements ask for it (planning is a third of a single enqueue's server time, and their
+        plan is the same for every call), and so do reports of up to :data:`PREPARED_REPORT_ROWS` outcomes.
+        Everything else here is planned for its own parameters, even where the project's
+        ``prepare_threshold`` prepares everything else.
         """
         self.connection.ensure_connection()
         raw = self.connection.connection
@@ -498,7 +504,8 @@ class PostgresStore(DjangoStore):
             for r in changes.first_per_attempt(reports).values()
         ]
         with transaction.atomic(using=self.using):
-            rows = self._rows(REPORT, {**_arrays(pairs), "owner": worker_id, "now": now})  # type: ignore[arg-type]
+            params = {**_arrays(pairs), "owner": worker_id, "now": now}
+            rows = self._rows(REPORT, params, prepare=len(pairs) <= PREPARED_REPORT_ROWS)  # type: ignore[arg-type]
             fenced = {job_id for what, job_id, _, _ in rows if what == "fenced"}
             moved = {job_id: state for what, job_id, _, state in rows if what == "moved"}
             if fenced != set(moved):  # raised inside the transaction: it rolls back, nothing is half-written

@@ -274,30 +274,43 @@ def test_a_rolled_back_transaction_does_not_break_the_next_enqueue(postgres):
     assert Job.objects.count() == 2
 
 
-def test_claims_and_reports_are_never_prepared_even_where_the_project_prepares_everything(postgres):
-    """With ``OPTIONS['prepare_threshold'] = 0`` psycopg would prepare every server-bound statement; a
-    prepared report runs on a generic plan that was measured to cost a fifth of the drain rate."""
+def test_small_reports_are_prepared_but_claims_and_large_reports_never_even_where_the_project_prepares_all(
+    postgres,
+):
+    """With ``OPTIONS['prepare_threshold'] = 0`` psycopg would prepare every server-bound statement. A report
+    of up to PREPARED_REPORT_ROWS outcomes runs prepared (planning it was a fifth of the drain at the default
+    batch size); a larger one, whose generic plan would loop over its arrays, and every claim are planned for
+    their own parameters."""
     from django.db import connection
 
     from backwave_django.core.records import OutcomeKind
     from backwave_django.store import get_store
+    from backwave_django.store.postgres import PREPARED_REPORT_ROWS
 
     from ..contract.support import claim, enqueue, outcome, report
+
+    def prepared() -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%backwave%'")
+            return [row[0] for row in cursor.fetchall()]
 
     connection.ensure_connection()
     connection.connection.prepare_threshold = 0  # what the project's OPTIONS would have set
     try:
         store = get_store()
+        large = PREPARED_REPORT_ROWS + 1
+        enqueue(store, large)
+        report(store, *(outcome(job, OutcomeKind.SUCCEEDED) for job in claim(store, max_jobs=large)))
+        after_large = prepared()
         for _ in range(3):
             enqueue(store, 2)
             report(store, *(outcome(job, OutcomeKind.SUCCEEDED) for job in claim(store)))
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%backwave%'")
-            prepared = [row[0] for row in cursor.fetchall()]
+        after_small = prepared()
     finally:
         connection.connection.prepare_threshold = None
-    assert len(prepared) == 1 and "INSERT INTO backwave_django_job" in prepared[0]  # the batch enqueue
-    assert Job.objects.filter(state="succeeded").count() == 6
+    assert len(after_large) == 1 and "INSERT INTO backwave_django_job" in after_large[0]  # the batch enqueue
+    assert len(after_small) == 2 and any("DELETE FROM backwave_django_lease" in s for s in after_small)
+    assert Job.objects.filter(state="succeeded").count() == large + 6
 
 
 def _fields(job: Job) -> dict[str, object]:

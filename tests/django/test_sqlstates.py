@@ -42,6 +42,15 @@ def test_a_write_in_a_read_only_transaction_25006_as_after_a_failover_is_transie
     assert faults.is_transient(error) and get_store().is_transient_fault(error)
 
 
+def test_a_prepared_statement_the_server_does_not_know_26000_is_transient():
+    """Behind a pooler that cannot keep prepared statements, a Pump's prepared report can land on a server
+    connection that never saw it: the Pump degrades and tries again (and the pooler hint names the setting)
+    instead of halting."""
+    error = raised_by_the_server("EXECUTE backwave_never_prepared")
+    assert code(error) == "26000"
+    assert faults.is_transient(error) and get_store().is_transient_fault(error)
+
+
 @pytest.mark.parametrize("state", ["53100", "53200", "53300", "53400"])
 def test_insufficient_resources_class_53_is_transient(state):
     """Disk full, out of memory, too many connections, a configuration limit: made from psycopg's classes (a
