@@ -47,23 +47,26 @@ class HintListener:
         self.backend_pid: int | None = None
         self.received = 0
         self._stop = threading.Event()
-        # Stopping writes a byte here: the thread waits on it beside its connection, so a stop (the end of
-        # every --burst run) takes effect at once, not at the end of a wait for notifications.
-        self._wake_read, self._wake_write = os.pipe()
+        # Stopping writes a byte to this pipe: the thread waits on it beside its connection, so a stop (the
+        # end of every --burst run) takes effect at once, not at the end of a wait for notifications.
+        self._wake: tuple[int, int] | None = None
         self._thread = threading.Thread(target=self._run, name="backwave-hints", daemon=True)
 
     def start(self) -> None:
+        self._wake = os.pipe()
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        with contextlib.suppress(OSError):
-            os.write(self._wake_write, b"x")
+        if self._wake is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._wake[1], b"x")
         self._thread.join(timeout=5)
-        if not self._thread.is_alive():
-            for end in (self._wake_read, self._wake_write):
+        if self._wake is not None and not self._thread.is_alive():
+            for end in self._wake:
                 with contextlib.suppress(OSError):
                     os.close(end)
+            self._wake = None
 
     def _open(self) -> Any:
         import psycopg
@@ -97,6 +100,8 @@ class HintListener:
         return heard
 
     def _run(self) -> None:
+        assert self._wake is not None  # start() made it
+        wake = self._wake[0]
         while not self._stop.is_set():
             try:
                 conn = self._connect()
@@ -117,7 +122,7 @@ class HintListener:
             self.connected.set()
             try:
                 while not self._stop.is_set():
-                    select.select([conn.fileno(), self._wake_read], [], [], WAIT_SECONDS)
+                    select.select([conn.fileno(), wake], [], [], WAIT_SECONDS)
                     for notify in conn.notifies(timeout=0):  # whatever has arrived, without waiting
                         self.received += 1
                         wakeups.publish([notify.payload])

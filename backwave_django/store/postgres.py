@@ -504,8 +504,8 @@ class PostgresStore(DjangoStore):
             for r in changes.first_per_attempt(reports).values()
         ]
         with transaction.atomic(using=self.using):
-            params = {**_arrays(pairs), "owner": worker_id, "now": now}
-            rows = self._rows(REPORT, params, prepare=len(pairs) <= PREPARED_REPORT_ROWS)  # type: ignore[arg-type]
+            params = {**_arrays(pairs), "owner": worker_id, "now": now}  # type: ignore[arg-type]
+            rows = self._rows(REPORT, params, prepare=len(pairs) <= PREPARED_REPORT_ROWS)
             fenced = {job_id for what, job_id, _, _ in rows if what == "fenced"}
             moved = {job_id: state for what, job_id, _, state in rows if what == "moved"}
             if fenced != set(moved):  # raised inside the transaction: it rolls back, nothing is half-written
