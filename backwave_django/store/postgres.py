@@ -1,11 +1,12 @@
 """The PostgreSQL store: the Django store with its hot paths in single SQL statements, and PostgreSQL's own
 mechanisms: advisory locks around queue settings and NOTIFY wake-up hints.
 
-Enqueue, claim, report, heartbeat and the batch state change behind expiry each cost one statement (plus the
-transaction around it), whatever the batch size: no per-job round-trip and no model instances on the claim and
-report paths. No statement decides where a job goes: the moves come from ``core.transitions`` (through
-``store.changes``) as arrays, and the report statement only picks, per row, the move for the cancel flag it
-reads. ``tests/contract/test_table_agreement.py`` proves the SQL and the portable store agree row for row.
+Enqueue, claim, heartbeat and the batch state change behind expiry each cost one statement (plus the
+transaction around it), and a report two (its fence and locks, then its moves), whatever the batch size:
+no per-job round-trip and no model instances on the claim and report paths. No statement decides where a job
+goes: the moves come from ``core.transitions`` (through ``store.changes``, for the cancel flag the fence read
+under each job's lock) as arrays. ``tests/contract/test_table_agreement.py`` proves the SQL and the portable
+store agree row for row.
 
 Queue settings are guarded by an advisory lock keyed on the queue name: claims take it shared, operator
 changes take it exclusive, so a first-ever pause or limit can never slip past a claim that is in flight.
@@ -18,18 +19,17 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError
 from django.db.backends.utils import CursorWrapper
 
-from .. import conf, signals
+from .. import conf
 from ..core.records import ClaimedJob, HeartbeatResult, OutcomeReport
-from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.transitions import CLAIMABLE
 from . import announced, changes
 from .bounds import check_new_jobs
 from .changes import Change
-from .contract import EnqueuedJob, NewJob, OutcomeDetail, StoreError
+from .contract import EnqueuedJob, NewJob, StoreError
 from .django import DjangoStore
 from .postgres_claim import claim_one_queue
 
@@ -58,13 +58,13 @@ WITH inserted AS (
     {_INSERT_COLUMNS}
     SELECT w, q, p, 'scheduled', 0, m, d, %s, '', false, t, r, c
     FROM unnest(
-        %s::text[], %s::text[], %s::text[], %s::int[], %s::timestamptz[], %s::interval[], %s::smallint[],
-        %s::text[]
+        %b::text[], %b::text[], %b::text[], %b::int[], %b::timestamptz[], %b::interval[], %b::smallint[],
+        %b::text[]
     ) WITH ORDINALITY AS u(w, q, p, m, d, t, r, c, n)
     ORDER BY n
     RETURNING id
 ), hinted AS (
-    SELECT pg_notify(%s, q) FROM unnest(%s::text[]) AS q
+    SELECT pg_notify(%s, q) FROM unnest(%b::text[]) AS q
 )
 SELECT id, (SELECT count(*) FROM hinted) FROM inserted
 """
@@ -76,7 +76,7 @@ ENQUEUE_UNIFORM = f"""
 WITH inserted AS (
     {_INSERT_COLUMNS}
     SELECT %s, %s, p, 'scheduled', 0, %s, %s, %s, '', false, %s::interval, %s, %s
-    FROM unnest(%s::text[]) WITH ORDINALITY AS u(p, n)
+    FROM unnest(%b::text[]) WITH ORDINALITY AS u(p, n)
     ORDER BY n
     RETURNING id
 ), hinted AS (
@@ -111,12 +111,12 @@ ENQUEUE_KEYED = f"""
 #: Takes each queue's advisory lock shared (operator changes take it exclusive) and reads its settings.
 LOCK_AND_READ_SETTINGS = """
 SELECT q, pg_advisory_xact_lock_shared(%s, hashtext(q)), s.paused, s.concurrency_limit
-FROM unnest(%s::text[]) AS q LEFT JOIN backwave_django_queuesettings s ON s.queue = q
+FROM unnest(%b::text[]) AS q LEFT JOIN backwave_django_queuesettings s ON s.queue = q
 """
 
 #: Which of several queues hold a due job: one index probe per queue, whatever the backlog.
 QUEUES_WITH_DUE = f"""
-SELECT q FROM unnest(%s::text[]) AS q
+SELECT q FROM unnest(%b::text[]) AS q
 WHERE EXISTS (
     SELECT 1 FROM backwave_django_job WHERE state = '{CLAIMABLE}' AND queue = q AND due_at <= %s
 )
@@ -150,92 +150,74 @@ SELECT id, wire_name, queue, payload, attempt, max_attempts, due_at, timeout, sc
 FROM claimed ORDER BY priority DESC, due_at, id
 """
 
-#: Moves as parallel arrays: for each row the move without a cancel request and the move with one
-#: (``_c``). Where the store has read the flag itself, both are the same move.
+#: Moves a store has decided (it read each job's cancel flag under the job's lock), as parallel arrays.
 CHANGES = """
     SELECT * FROM unnest(
-        %(ids)s::bigint[], %(attempts)s::int[], %(kinds)s::text[], %(workers)s::text[], %(details)s::text[],
-        %(states)s::text[], %(dues)s::timestamptz[], %(causes)s::text[], %(deltas)s::int[],
-        %(states_c)s::text[], %(dues_c)s::timestamptz[], %(causes_c)s::text[], %(deltas_c)s::int[],
-        %(error_types)s::text[], %(outputs)s::text[], %(starts)s::timestamptz[]
-    ) AS t(job_id, attempt, kind, worker, detail, state, due_at, cause, delta,
-           state_c, due_at_c, cause_c, delta_c, error_type, output, started_at)
+        %(ids)b::bigint[], %(attempts)b::int[], %(kinds)b::text[], %(workers)b::text[], %(details)b::text[],
+        %(states)b::text[], %(dues)b::timestamptz[], %(causes)b::text[], %(deltas)b::int[],
+        %(error_types)b::text[], %(outputs)b::text[], %(starts)b::timestamptz[]
+    ) AS t(job_id, attempt, kind, worker, detail, state, due_at, cause, delta, error_type, output, started_at)
 """
 
-_MOVE_AND_LOG = """
-chosen AS (
-    SELECT c.job_id, c.attempt, c.kind, c.worker, c.detail, c.error_type, {started} AS started_at, c.output,
-           CASE WHEN j.cancel_requested THEN c.state_c ELSE c.state END AS state,
-           CASE WHEN j.cancel_requested THEN c.due_at_c ELSE c.due_at END AS due_at,
-           CASE WHEN j.cancel_requested THEN c.cause_c ELSE c.cause END AS cause,
-           CASE WHEN j.cancel_requested THEN c.delta_c ELSE c.delta END AS delta
-    FROM {source} JOIN backwave_django_job j ON j.id = c.job_id
-), moved AS (
+#: Move leased jobs (the report's fenced ones, the sweep's lapsed ones: their leases are gone and their rows
+#: locked already) and write one Outcome each. No join here has a CTE on both sides: PostgreSQL cannot tell
+#: how many rows a data-modifying CTE returns (it guesses one), and a join of two sides it believes to hold
+#: one row each becomes a nested loop that rescans one side for every row of the other, quadratic in the batch
+#: (at 256 outcomes that was 40 of a report's 42 ms). So the update reaches each job by its key from the
+#: arrays, and returns what its Outcome row records.
+APPLY = f"""
+WITH moved AS (
     UPDATE backwave_django_job j SET
-        state = x.state,
-        attempt = j.attempt + x.delta,
-        due_at = COALESCE(x.due_at, j.due_at),
-        terminal_at = CASE WHEN x.state = 'scheduled' THEN NULL ELSE %(now)s END,
-        terminal_cause = CASE WHEN x.state = 'scheduled' THEN j.terminal_cause ELSE x.cause END,
-        cancel_requested = CASE WHEN x.state = 'scheduled' THEN j.cancel_requested ELSE false END,
-        output = CASE WHEN x.state = 'succeeded' THEN x.output ELSE j.output END
-    FROM chosen x
-    WHERE j.id = x.job_id AND j.state = 'leased'
-    RETURNING j.id, j.has_children, j.state
+        state = c.state,
+        attempt = j.attempt + c.delta,
+        due_at = COALESCE(c.due_at, j.due_at),
+        terminal_at = CASE WHEN c.state = 'scheduled' THEN NULL ELSE %(now)s END,
+        terminal_cause = CASE WHEN c.state = 'scheduled' THEN j.terminal_cause ELSE c.cause END,
+        cancel_requested = CASE WHEN c.state = 'scheduled' THEN j.cancel_requested ELSE false END,
+        output = CASE WHEN c.state = 'succeeded' THEN c.output ELSE j.output END
+    FROM ({CHANGES}) c
+    WHERE j.id = c.job_id AND j.state = 'leased'
+    RETURNING j.id, c.attempt, c.worker, c.kind, j.state, c.cause, c.detail, c.error_type, c.started_at
 ), logged AS (
     INSERT INTO backwave_django_outcome
         (job_id, attempt, worker, kind, state_after, message, detail, recorded_at, error_type, started_at)
-    SELECT x.job_id, x.attempt, x.worker, x.kind, x.state, x.cause, x.detail, %(now)s, x.error_type,
-           x.started_at
-    FROM chosen x JOIN moved m ON m.id = x.job_id
+    SELECT id, attempt, worker, kind, state, cause, detail, %(now)s, error_type, started_at FROM moved
 )
+SELECT id FROM moved
 """
 
-#: Leases already deleted by the caller (the expiry sweep): move the jobs and write one Outcome each.
-APPLY = (
-    f"WITH changes AS ({CHANGES}),"
-    + _MOVE_AND_LOG.format(source="changes c", started="c.started_at")
-    + " SELECT id FROM moved"
-)
-
-#: The fenced report: delete the leases this worker still holds for these Attempts (live at ``now``), move
-#: the jobs (each by the move for the cancel flag it reads) and log the outcomes.
-REPORT = (
-    f"WITH changes AS ({CHANGES}), fenced AS ("
-    " DELETE FROM backwave_django_lease l USING changes c"
-    " WHERE l.job_id = c.job_id AND l.attempt = c.attempt AND l.owner = %(owner)s AND l.expires_at > %(now)s"
-    " RETURNING l.job_id, l.attempt, l.claimed_at),"
-    # The fenced jobs and their unresolved direct children, locked in ascending id order before any is
-    # updated (store/edges.py: the locking order); the leases were taken first, as the expiry sweep does.
-    # One IN over a UNION, never two INs joined by OR: PostgreSQL can only answer an OR of subqueries by
-    # testing every row of the job table (finished ones included) on every report.
-    " locked AS MATERIALIZED ("
-    " SELECT k.id FROM backwave_django_job k"
-    " WHERE k.id IN (SELECT job_id FROM fenced UNION"
-    " SELECT d.child_id FROM backwave_django_dependency d"
-    " WHERE d.parent_id IN (SELECT job_id FROM fenced) AND d.resolved_at IS NULL)"
-    " ORDER BY k.id FOR UPDATE),"
-    + _MOVE_AND_LOG.format(
-        source="changes c JOIN fenced f ON f.job_id = c.job_id AND f.attempt = c.attempt"
-        " JOIN locked k ON k.id = c.job_id",
-        started="f.claimed_at",
+#: A report's fence and its locks: delete the leases this worker still holds for these Attempts (live at
+#: ``now``; one Attempt per job, its number looked up by the job's place in the arrays), then lock the fenced
+#: jobs and their unresolved direct children in ascending id order (store/edges.py: the locking order; the
+#: leases were taken first, as the expiry sweep does) and read each one's cancel flag under its lock. The rows
+#: come back in two parts, each from one CTE, so no join has a CTE on both sides (see APPLY). One IN over a
+#: UNION, never two INs joined by OR: PostgreSQL can only answer an OR of subqueries by testing every row of
+#: the job table (finished ones included) on every report.
+FENCE = """
+WITH fenced AS (
+    DELETE FROM backwave_django_lease l
+    WHERE l.job_id = ANY(%(ids)b::bigint[]) AND l.owner = %(owner)s AND l.expires_at > %(now)s
+      AND l.attempt = (%(attempts)b::int[])[array_position(%(ids)b::bigint[], l.job_id)]
+    RETURNING l.job_id, l.claimed_at
+), locked AS MATERIALIZED (
+    SELECT k.id, k.cancel_requested, k.has_children FROM backwave_django_job k
+    WHERE k.id IN (
+        SELECT job_id FROM fenced
+        UNION SELECT d.child_id FROM backwave_django_dependency d
+        WHERE d.parent_id IN (SELECT job_id FROM fenced) AND d.resolved_at IS NULL
     )
-    + " SELECT 'fenced', job_id, false, '' FROM fenced"
-    " UNION ALL SELECT 'moved', id, has_children, state FROM moved"
+    ORDER BY k.id FOR UPDATE
 )
-
-#: Reports of up to this many outcomes run prepared. PostgreSQL then plans the statement once (a generic plan,
-#: after five runs) instead of on every report, which at the default batch sizes was a fifth of the drain; the
-#: generic plan cannot see how many rows the arrays hold, and past this size its nested loops over them cost
-#: more than planning saves, so a larger report is planned for its own rows.
-PREPARED_REPORT_ROWS = 64
+SELECT job_id, claimed_at, false, false FROM fenced
+UNION ALL SELECT id, NULL, cancel_requested, has_children FROM locked
+"""
 
 TERMINATE = "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid"
 
 HEARTBEAT = """
 WITH renewed AS (
     UPDATE backwave_django_lease SET expires_at = %(expires)s
-    WHERE owner = %(owner)s AND job_id = ANY(%(ids)s) AND expires_at > %(now)s
+    WHERE owner = %(owner)s AND job_id = ANY(%(ids)b::bigint[]) AND expires_at > %(now)s
     RETURNING job_id
 )
 SELECT r.job_id, j.cancel_requested FROM renewed r JOIN backwave_django_job j ON j.id = r.job_id
@@ -248,25 +230,21 @@ def _shared(new: NewJob) -> tuple[object, ...]:
             new.trace_context)  # fmt: skip
 
 
-def _arrays(pairs: Sequence[tuple[Change, Change]]) -> dict[str, list[Any]]:
-    """Parallel arrays of (move without a cancel request, move with one) per job."""
+def _arrays(moves: Sequence[Change]) -> dict[str, list[Any]]:
+    """The moves as the parallel arrays of CHANGES."""
     return {
-        "ids": [clear.job_id for clear, _ in pairs],
-        "attempts": [clear.attempt for clear, _ in pairs],
-        "kinds": [clear.kind.value for clear, _ in pairs],
-        "workers": [clear.worker for clear, _ in pairs],
-        "details": [clear.detail for clear, _ in pairs],
-        "states": [clear.state.value for clear, _ in pairs],
-        "dues": [clear.move.due_at for clear, _ in pairs],
-        "causes": [clear.message for clear, _ in pairs],
-        "deltas": [clear.move.attempt_delta for clear, _ in pairs],
-        "states_c": [flagged.state.value for _, flagged in pairs],
-        "dues_c": [flagged.move.due_at for _, flagged in pairs],
-        "causes_c": [flagged.message for _, flagged in pairs],
-        "deltas_c": [flagged.move.attempt_delta for _, flagged in pairs],
-        "error_types": [clear.error_type for clear, _ in pairs],
-        "outputs": [clear.output for clear, _ in pairs],
-        "starts": [clear.started_at for clear, _ in pairs],
+        "ids": [c.job_id for c in moves],
+        "attempts": [c.attempt for c in moves],
+        "kinds": [c.kind.value for c in moves],
+        "workers": [c.worker for c in moves],
+        "details": [c.detail for c in moves],
+        "states": [c.state.value for c in moves],
+        "dues": [c.move.due_at for c in moves],
+        "causes": [c.message for c in moves],
+        "deltas": [c.move.attempt_delta for c in moves],
+        "error_types": [c.error_type for c in moves],
+        "outputs": [c.output for c in moves],
+        "starts": [c.started_at for c in moves],
     }
 
 
@@ -358,9 +336,10 @@ class PostgresStore(DjangoStore):
         unless ``OPTIONS['prepare_threshold']`` says otherwise, so unless ``BACKWAVE['PREPARED_STATEMENTS']``
         is False the threshold is lifted for this one call (the project's own queries are untouched).
         The enqueue statements ask for it (planning is a third of a single enqueue's server time, and their
-        plan is the same for every call), and so do reports of up to :data:`PREPARED_REPORT_ROWS` outcomes.
-        Everything else here is planned for its own parameters, even where the project's
-        ``prepare_threshold`` prepares everything else.
+        plan is the same for every call), and so do a report's two statements and the sweep's moves (planning
+        them was a fifth of the drain at the default batch sizes; their plans reach every row by its key, so
+        the generic plan suits every batch size). Everything else here is planned for its own parameters, even
+        where the project's ``prepare_threshold`` prepares everything else.
         """
         self.connection.ensure_connection()
         raw = self.connection.connection
@@ -481,56 +460,27 @@ class PostgresStore(DjangoStore):
         }
         return [changes.claimed_job(row) for row in self._rows(CLAIM_UNLIMITED_QUEUE, params)]
 
-    def _report(
-        self,
-        worker_id: str,
-        reports: Sequence[OutcomeReport],
-        retry: RetryPolicy,
-        now: datetime,
-        details: Mapping[int, OutcomeDetail],
-    ) -> set[int]:
-        pairs = [
-            tuple(
-                changes.for_report(
-                    r,
-                    worker=worker_id,
-                    cancel_requested=flag,
-                    retry=retry,
-                    now=now,
-                    detail=details.get(r.job_id),
-                )
-                for flag in (False, True)
-            )
-            for r in changes.first_per_attempt(reports).values()
-        ]
-        with transaction.atomic(using=self.using):
-            params = {**_arrays(pairs), "owner": worker_id, "now": now}  # type: ignore[arg-type]
-            rows = self._rows(REPORT, params, prepare=len(pairs) <= PREPARED_REPORT_ROWS)
-            fenced = {job_id for what, job_id, _, _ in rows if what == "fenced"}
-            moved = {job_id: state for what, job_id, _, state in rows if what == "moved"}
-            if fenced != set(moved):  # raised inside the transaction: it rolls back, nothing is half-written
-                raise StoreError(
-                    f"leased jobs {sorted(fenced - set(moved))} lost their state under a held lease"
-                )
-            self._add_tags((clear.job_id, clear.tags) for clear, _ in pairs if clear.job_id in moved)
-            if signals.listening():  # each job made the move for the cancel flag the statement read
-                made = [c if c.state == moved[c.job_id] else f for c, f in pairs if c.job_id in moved]
-                self._announce_endings(made)
-            ended = {
-                job_id: State(state)
-                for what, job_id, has_children, state in rows
-                if what == "moved" and has_children and State(state).is_terminal
-            }
-            if ended:  # only parents pay more than the one statement: their children are locked already
-                self._resolve_children(ended, now)
-        return fenced
+    def _fence_and_lock(
+        self, worker_id: str, first: Mapping[tuple[int, int], OutcomeReport], now: datetime
+    ) -> tuple[dict[tuple[int, int], datetime], set[int], dict[int, bool]]:
+        attempts = dict(first.keys())  # job -> Attempt
+        if len(attempts) < len(first):  # two Attempts of one job (at most one holds its lease): the ORM's way
+            return super()._fence_and_lock(worker_id, first, now)
+        params = {"ids": list(attempts), "attempts": list(attempts.values()), "owner": worker_id, "now": now}
+        rows = self._rows(FENCE, params, prepare=True)
+        held = {(job_id, attempts[job_id]): at for job_id, at, _, _ in rows if at is not None}
+        fenced = {job_id for job_id, _ in held}
+        locked = [(job_id, flag, kids) for job_id, at, flag, kids in rows if at is None and job_id in fenced]
+        parents = {job_id for job_id, _, kids in locked if kids}
+        return held, parents, {job_id: True for job_id, flag, _ in locked if flag}
 
     def _apply(self, moves: Sequence[Change], now: datetime) -> None:
         if not moves:
             return
-        moved = self._rows(APPLY, {**_arrays([(c, c) for c in moves]), "now": now})
+        moved = self._rows(APPLY, {**_arrays(moves), "now": now}, prepare=True)
         if len(moved) != len(moves):
             raise StoreError(f"leased jobs {sorted(c.job_id for c in moves)} lost their state under a lease")
+        self._add_tags((c.job_id, c.tags) for c in moves)
         self._announce_endings(moves)
 
     def heartbeat(

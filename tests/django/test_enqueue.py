@@ -274,18 +274,15 @@ def test_a_rolled_back_transaction_does_not_break_the_next_enqueue(postgres):
     assert Job.objects.count() == 2
 
 
-def test_small_reports_are_prepared_but_claims_and_large_reports_never_even_where_the_project_prepares_all(
-    postgres,
-):
-    """With ``OPTIONS['prepare_threshold'] = 0`` psycopg would prepare every server-bound statement. A report
-    of up to PREPARED_REPORT_ROWS outcomes runs prepared (planning it was a fifth of the drain at the default
-    batch size); a larger one, whose generic plan would loop over its arrays, and every claim are planned for
-    their own parameters."""
+def test_reports_of_every_size_are_prepared_but_claims_never_even_where_the_project_prepares_all(postgres):
+    """With ``OPTIONS['prepare_threshold'] = 0`` psycopg would prepare every server-bound statement. A
+    report's two statements (its fence, its moves) run prepared whatever the batch size (planning them was a
+    fifth of the drain at the default batch size, and their plans reach every row by its key); a claim is
+    planned for its own parameters."""
     from django.db import connection
 
     from backwave_django.core.records import OutcomeKind
     from backwave_django.store import get_store
-    from backwave_django.store.postgres import PREPARED_REPORT_ROWS
 
     from ..contract.support import claim, enqueue, outcome, report
 
@@ -298,9 +295,8 @@ def test_small_reports_are_prepared_but_claims_and_large_reports_never_even_wher
     connection.connection.prepare_threshold = 0  # what the project's OPTIONS would have set
     try:
         store = get_store()
-        large = PREPARED_REPORT_ROWS + 1
-        enqueue(store, large)
-        report(store, *(outcome(job, OutcomeKind.SUCCEEDED) for job in claim(store, max_jobs=large)))
+        enqueue(store, 300)
+        report(store, *(outcome(job, OutcomeKind.SUCCEEDED) for job in claim(store, max_jobs=300)))
         after_large = prepared()
         for _ in range(3):
             enqueue(store, 2)
@@ -308,9 +304,12 @@ def test_small_reports_are_prepared_but_claims_and_large_reports_never_even_wher
         after_small = prepared()
     finally:
         connection.connection.prepare_threshold = None
-    assert len(after_large) == 1 and "INSERT INTO backwave_django_job" in after_large[0]  # the batch enqueue
-    assert len(after_small) == 2 and any("DELETE FROM backwave_django_lease" in s for s in after_small)
-    assert Job.objects.filter(state="succeeded").count() == large + 6
+    assert after_small == after_large  # one statement text for every batch size
+    assert len(after_large) == 3  # the batch enqueue, the report's fence and its moves
+    assert any("DELETE FROM backwave_django_lease" in s for s in after_large)
+    assert any("INSERT INTO backwave_django_outcome" in s for s in after_large)
+    assert not any("SKIP LOCKED" in s for s in after_large)
+    assert Job.objects.filter(state="succeeded").count() == 306
 
 
 def _fields(job: Job) -> dict[str, object]:
