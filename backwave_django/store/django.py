@@ -326,7 +326,9 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
         """One fenced batch in one transaction: the ids whose outcome applied."""
         with self._write():
             first = changes.first_per_attempt(reports)
-            held, parents, flags = self._fence_and_lock(worker_id, first, now)
+            held = self._fence(worker_id, set(first), now)
+            parents = self._lock_with_children(sorted(job_id for job_id, _ in held))
+            flags = self._cancel_flags([job_id for job_id, _ in held])
             self._apply_and_resolve(
                 [
                     changes.for_report(
@@ -352,18 +354,6 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
         ended = {c.job_id: c.state for c in moves if c.move.is_terminal and c.job_id in parents}
         if ended:
             self._resolve_children(ended, now)
-
-    def _fence_and_lock(
-        self, worker_id: str, first: Mapping[tuple[int, int], OutcomeReport], now: datetime
-    ) -> tuple[dict[tuple[int, int], datetime], set[int], dict[int, bool]]:
-        """The fence of a report, then its locks: delete the leases this worker still holds for these
-        Attempts, lock their jobs and those jobs' unresolved children in ascending id order, and read each
-        held job's cancel flag under its lock. Returns the held (job, Attempt) pairs with when each began, the
-        held jobs that have children, and the cancel flags that are set."""
-        held = self._fence(worker_id, set(first), now)
-        parents = self._lock_with_children(sorted(job_id for job_id, _ in held))
-        flags = self._cancel_flags([job_id for job_id, _ in held])
-        return held, parents, flags
 
     def _fence(
         self, worker_id: str, attempts: set[tuple[int, int]], now: datetime

@@ -1,12 +1,12 @@
 """The PostgreSQL store: the Django store with its hot paths in single SQL statements, and PostgreSQL's own
 mechanisms: advisory locks around queue settings and NOTIFY wake-up hints.
 
-Enqueue, claim, heartbeat and the batch state change behind expiry each cost one statement (plus the
-transaction around it), and a report two (its fence and locks, then its moves), whatever the batch size:
-no per-job round-trip and no model instances on the claim and report paths. No statement decides where a job
-goes: the moves come from ``core.transitions`` (through ``store.changes``, for the cancel flag the fence read
-under each job's lock) as arrays. ``tests/contract/test_table_agreement.py`` proves the SQL and the portable
-store agree row for row.
+Enqueue, claim, report, heartbeat and the batch state change behind expiry each cost one statement (plus the
+transaction around it), whatever the batch size: no per-job round-trip and no model instances on the claim and
+report paths. No statement decides where a job goes: the moves come from ``core.transitions`` (through
+``store.changes``) as arrays; a report moves the jobs that have no cancel request, and those that have one are
+moved by a second statement, for the flag the first read under each job's lock.
+``tests/contract/test_table_agreement.py`` proves the SQL and the portable store agree row for row.
 
 Queue settings are guarded by an advisory lock keyed on the queue name: claims take it shared, operator
 changes take it exclusive, so a first-ever pause or limit can never slip past a claim that is in flight.
@@ -19,17 +19,18 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import DatabaseError
+from django.db import DatabaseError, transaction
 from django.db.backends.utils import CursorWrapper
 
 from .. import conf
 from ..core.records import ClaimedJob, HeartbeatResult, OutcomeReport
+from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.transitions import CLAIMABLE
 from . import announced, changes
 from .bounds import check_new_jobs
 from .changes import Change
-from .contract import EnqueuedJob, NewJob, StoreError
+from .contract import EnqueuedJob, NewJob, OutcomeDetail, StoreError
 from .django import DjangoStore
 from .postgres_claim import claim_one_queue
 
@@ -159,15 +160,8 @@ CHANGES = """
     ) AS t(job_id, attempt, kind, worker, detail, state, due_at, cause, delta, error_type, output, started_at)
 """
 
-#: Move leased jobs (the report's fenced ones, the sweep's lapsed ones: their leases are gone and their rows
-#: locked already) and write one Outcome each. No join here has a CTE on both sides: PostgreSQL cannot tell
-#: how many rows a data-modifying CTE returns (it guesses one), and a join of two sides it believes to hold
-#: one row each becomes a nested loop that rescans one side for every row of the other, quadratic in the batch
-#: (at 256 outcomes that was 40 of a report's 42 ms). So the update reaches each job by its key from the
-#: arrays, and returns what its Outcome row records.
-APPLY = f"""
-WITH moved AS (
-    UPDATE backwave_django_job j SET
+#: What a move writes to a job (``c`` is a row of CHANGES).
+_MOVE = """
         state = c.state,
         attempt = j.attempt + c.delta,
         due_at = COALESCE(c.due_at, j.due_at),
@@ -175,25 +169,41 @@ WITH moved AS (
         terminal_cause = CASE WHEN c.state = 'scheduled' THEN j.terminal_cause ELSE c.cause END,
         cancel_requested = CASE WHEN c.state = 'scheduled' THEN j.cancel_requested ELSE false END,
         output = CASE WHEN c.state = 'succeeded' THEN c.output ELSE j.output END
-    FROM ({CHANGES}) c
-    WHERE j.id = c.job_id AND j.state = 'leased'
-    RETURNING j.id, c.attempt, c.worker, c.kind, j.state, c.cause, c.detail, c.error_type, c.started_at
-), logged AS (
+"""
+
+#: One Outcome row per moved job (``moved`` returns what the row records).
+_LOG = """
     INSERT INTO backwave_django_outcome
         (job_id, attempt, worker, kind, state_after, message, detail, recorded_at, error_type, started_at)
     SELECT id, attempt, worker, kind, state, cause, detail, %(now)s, error_type, started_at FROM moved
-)
+"""
+
+#: Move leased jobs whose leases are gone and whose rows are locked already (the sweep's lapsed ones; a
+#: report's cancel-requested ones) and write one Outcome each.
+APPLY = f"""
+WITH moved AS (
+    UPDATE backwave_django_job j SET {_MOVE}
+    FROM ({CHANGES}) c
+    WHERE j.id = c.job_id AND j.state = 'leased'
+    RETURNING j.id, c.attempt, c.worker, c.kind, j.state, c.cause, c.detail, c.error_type, c.started_at
+), logged AS ({_LOG})
 SELECT id FROM moved
 """
 
-#: A report's fence and its locks: delete the leases this worker still holds for these Attempts (live at
-#: ``now``; one Attempt per job, its number looked up by the job's place in the arrays), then lock the fenced
+#: The fenced report, in one statement. It deletes the leases this worker still holds for these Attempts
+#: (live at ``now``; one Attempt per job, its number found by the job's place in the arrays), locks the fenced
 #: jobs and their unresolved direct children in ascending id order (store/edges.py: the locking order; the
-#: leases were taken first, as the expiry sweep does) and read each one's cancel flag under its lock. The rows
-#: come back in two parts, each from one CTE, so no join has a CTE on both sides (see APPLY). One IN over a
-#: UNION, never two INs joined by OR: PostgreSQL can only answer an OR of subqueries by testing every row of
-#: the job table (finished ones included) on every report.
-FENCE = """
+#: leases first, as the expiry sweep takes them) and reads their cancel flags under those locks, moves the
+#: fenced jobs that have no cancel request (the caller moves the others, whose moves depend on it) and writes
+#: their Outcome rows. One IN over a UNION, never two INs joined by OR: PostgreSQL can only answer an OR of
+#: subqueries by testing every row of the job table (finished ones included) on every report.
+#:
+#: No join has a data-modifying CTE on both sides. PostgreSQL cannot tell how many rows such a CTE returns (it
+#: guesses one), so a join of two of them becomes a nested loop that rescans one for every row of the other:
+#: quadratic in the batch (at 256 outcomes, 40 of a report's 42 ms, when this statement joined them). The
+#: update reaches each job by its key from the arrays, and takes what it needs of the fence from one row that
+#: aggregates it (computing that row also takes every lock before the first job is moved).
+REPORT = f"""
 WITH fenced AS (
     DELETE FROM backwave_django_lease l
     WHERE l.job_id = ANY(%(ids)b::bigint[]) AND l.owner = %(owner)s AND l.expires_at > %(now)s
@@ -207,9 +217,20 @@ WITH fenced AS (
         WHERE d.parent_id IN (SELECT job_id FROM fenced) AND d.resolved_at IS NULL
     )
     ORDER BY k.id FOR UPDATE
-)
-SELECT job_id, claimed_at, false, false FROM fenced
-UNION ALL SELECT id, NULL, cancel_requested, has_children FROM locked
+), fence AS (
+    SELECT array_agg(job_id) AS ids, array_agg(claimed_at) AS claimed, (SELECT count(*) FROM locked) AS locks
+    FROM fenced
+), moved AS (
+    UPDATE backwave_django_job j SET {_MOVE}
+    FROM ({CHANGES}) c, fence f
+    WHERE j.id = c.job_id AND j.state = 'leased' AND NOT j.cancel_requested
+      AND f.locks >= 0 AND j.id = ANY(f.ids)
+    RETURNING j.id, c.attempt, c.worker, c.kind, j.state, c.cause, c.detail, c.error_type,
+        f.claimed[array_position(f.ids, j.id)] AS started_at
+), logged AS ({_LOG})
+SELECT 'fenced', job_id, claimed_at, false, false FROM fenced
+UNION ALL SELECT 'locked', id, NULL, cancel_requested, has_children FROM locked
+UNION ALL SELECT 'moved', id, NULL, false, false FROM moved
 """
 
 TERMINATE = "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid"
@@ -336,9 +357,9 @@ class PostgresStore(DjangoStore):
         unless ``OPTIONS['prepare_threshold']`` says otherwise, so unless ``BACKWAVE['PREPARED_STATEMENTS']``
         is False the threshold is lifted for this one call (the project's own queries are untouched).
         The enqueue statements ask for it (planning is a third of a single enqueue's server time, and their
-        plan is the same for every call), and so do a report's two statements and the sweep's moves (planning
-        them was a fifth of the drain at the default batch sizes; their plans reach every row by its key, so
-        the generic plan suits every batch size). Everything else here is planned for its own parameters, even
+        plan is the same for every call), and so do the report and the sweep's moves (planning them was a
+        fifth of the drain at the default batch sizes; their plans reach every row by its key, so the generic
+        plan suits every batch size). Everything else here is planned for its own parameters, even
         where the project's ``prepare_threshold`` prepares everything else.
         """
         self.connection.ensure_connection()
@@ -460,19 +481,47 @@ class PostgresStore(DjangoStore):
         }
         return [changes.claimed_job(row) for row in self._rows(CLAIM_UNLIMITED_QUEUE, params)]
 
-    def _fence_and_lock(
-        self, worker_id: str, first: Mapping[tuple[int, int], OutcomeReport], now: datetime
-    ) -> tuple[dict[tuple[int, int], datetime], set[int], dict[int, bool]]:
-        attempts = dict(first.keys())  # job -> Attempt
-        if len(attempts) < len(first):  # two Attempts of one job (at most one holds its lease): the ORM's way
-            return super()._fence_and_lock(worker_id, first, now)
-        params = {"ids": list(attempts), "attempts": list(attempts.values()), "owner": worker_id, "now": now}
-        rows = self._rows(FENCE, params, prepare=True)
-        held = {(job_id, attempts[job_id]): at for job_id, at, _, _ in rows if at is not None}
-        fenced = {job_id for job_id, _ in held}
-        locked = [(job_id, flag, kids) for job_id, at, flag, kids in rows if at is None and job_id in fenced]
-        parents = {job_id for job_id, _, kids in locked if kids}
-        return held, parents, {job_id: True for job_id, flag, _ in locked if flag}
+    def _report(
+        self,
+        worker_id: str,
+        reports: Sequence[OutcomeReport],
+        retry: RetryPolicy,
+        now: datetime,
+        details: Mapping[int, OutcomeDetail],
+    ) -> set[int]:
+        first = changes.first_per_attempt(reports)
+        by_job = {job_id: report for (job_id, _), report in first.items()}
+        if len(by_job) < len(first):  # two Attempts of one job (one at most holds its lease): the ORM's way
+            return super()._report(worker_id, reports, retry, now, details)
+
+        def move(job_id: int, cancel_requested: bool, started_at: datetime | None = None) -> Change:
+            return changes.for_report(
+                by_job[job_id], worker=worker_id, cancel_requested=cancel_requested, retry=retry, now=now,
+                detail=details.get(job_id), started_at=started_at,
+            )  # fmt: skip
+
+        moves = {job_id: move(job_id, False) for job_id in by_job}
+        with transaction.atomic(using=self.using):
+            params = {**_arrays(list(moves.values())), "owner": worker_id, "now": now}
+            rows = self._rows(REPORT, params, prepare=True)
+            held = {job_id: at for what, job_id, at, _, _ in rows if what == "fenced"}
+            locked = {job_id: (flag, kids) for what, job_id, _, flag, kids in rows if what == "locked"}
+            moved = [moves[job_id] for what, job_id, *_ in rows if what == "moved"]
+            flagged = sorted(job_id for job_id in held if locked[job_id][0])
+            if len(moved) != len(held) - len(flagged):  # raised inside the transaction: nothing is written
+                lost = sorted(set(held) - set(flagged) - {c.job_id for c in moved})
+                raise StoreError(f"leased jobs {lost} lost their state under a held lease")
+            self._add_tags((c.job_id, c.tags) for c in moved)
+            self._announce_endings(moved)
+            cancelled = [
+                move(job_id, True, held[job_id]) for job_id in flagged
+            ]  # by the flag read under lock
+            self._apply(cancelled, now)
+            ended = {c.job_id: c.state for c in (*moved, *cancelled) if c.move.is_terminal}
+            parents = {job_id: state for job_id, state in ended.items() if locked[job_id][1]}
+            if parents:  # only parents pay more than the one statement: their children are locked already
+                self._resolve_children(parents, now)
+        return set(held)
 
     def _apply(self, moves: Sequence[Change], now: datetime) -> None:
         if not moves:

@@ -276,9 +276,8 @@ def test_a_rolled_back_transaction_does_not_break_the_next_enqueue(postgres):
 
 def test_reports_of_every_size_are_prepared_but_claims_never_even_where_the_project_prepares_all(postgres):
     """With ``OPTIONS['prepare_threshold'] = 0`` psycopg would prepare every server-bound statement. A
-    report's two statements (its fence, its moves) run prepared whatever the batch size (planning them was a
-    fifth of the drain at the default batch size, and their plans reach every row by its key); a claim is
-    planned for its own parameters."""
+    report runs prepared whatever the batch size (planning it was a fifth of the drain at the default batch
+    size, and its plan reaches every row by its key); a claim is planned for its own parameters."""
     from django.db import connection
 
     from backwave_django.core.records import OutcomeKind
@@ -305,9 +304,9 @@ def test_reports_of_every_size_are_prepared_but_claims_never_even_where_the_proj
     finally:
         connection.connection.prepare_threshold = None
     assert after_small == after_large  # one statement text for every batch size
-    assert len(after_large) == 3  # the batch enqueue, the report's fence and its moves
-    assert any("DELETE FROM backwave_django_lease" in s for s in after_large)
-    assert any("INSERT INTO backwave_django_outcome" in s for s in after_large)
+    assert len(after_large) == 2  # the batch enqueue and the report
+    [report_statement] = [s for s in after_large if "DELETE FROM backwave_django_lease" in s]
+    assert "INSERT INTO backwave_django_outcome" in report_statement
     assert not any("SKIP LOCKED" in s for s in after_large)
     assert Job.objects.filter(state="succeeded").count() == 306
 
