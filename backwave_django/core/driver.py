@@ -85,6 +85,9 @@ class NodeDriver:
         self.reservations: deque[int] = deque()  # one per claim issued and not yet completed
         self.reports_in_flight: deque[tuple[OutcomeReport, ...]] = deque()  # batches not yet answered
         self.pending_claims: deque[PlannedClaim] = deque()  # the rest of a Weighted pass
+        # Whether work may be waiting that the last claim left: it came back full (or failed). A claim tries
+        # every served queue, so one that came back short found nothing more to lease then.
+        self.backlog = True
         self.deadlines = Deadlines()
         self.wake_at: datetime | None = None  # the WakeAt last asked for
         self.maintenance = Maintenance(
@@ -225,6 +228,7 @@ class NodeDriver:
         if not self.reservations:
             raise AssertionError("a ClaimCompleted arrived with no claim in flight")
         reserved = self.reservations.popleft()
+        self.backlog = event.failed or len(event.jobs) >= reserved
         commands = [] if event.failed else self._store_recovered()
         if self.grace_over:  # landed after every handler was asked to stop: give these straight back, unrun
             for job in event.jobs:
@@ -304,8 +308,11 @@ class NodeDriver:
         commands = self._store_recovered()
         if self.draining:
             return commands + self._stop_if_idle()
-        # An applied outcome frees a slot (and may release dependent work): look again, queued, not inline.
-        return commands + ([cmd.RequestPoll()] if event.applied else [])
+        # An applied outcome frees a slot: look again (queued, not inline) if the last claim left work
+        # waiting, or if the write may have made some claimable (a retry due now, a parent's children, a slot
+        # of a limited queue). Otherwise the next poll or wake-up hint finds whatever comes.
+        look = event.applied and (self.backlog or event.opened)
+        return commands + ([cmd.RequestPoll()] if look else [])
 
     # -- heartbeats and cancellation ---------------------------------------------------------------
 

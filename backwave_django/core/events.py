@@ -64,13 +64,15 @@ class OutcomesReported:
     """The result of a ReportOutcomes: the ids whose write applied; the rest were fenced off as stale.
 
     ``failed`` means the write itself raised (a transient fault): nothing was written, and the reports are
-    kept to be written again while their leases hold.
+    kept to be written again while their leases hold. ``opened``: the write may have made work claimable at
+    once (``ReportResult.opened``).
     """
 
     now: datetime
     applied: frozenset[int] = frozenset()
     stale: frozenset[int] = frozenset()
     failed: bool = False
+    opened: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

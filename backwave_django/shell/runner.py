@@ -140,7 +140,11 @@ class CommandRunner:
             logger.warning(
                 "%s: outcomes for jobs %s were fenced off (lease lost)", self.worker_id, sorted(result.stale)
             )
-        return [ev.OutcomesReported(now=self.clock(), applied=result.applied, stale=result.stale)]
+        return [
+            ev.OutcomesReported(
+                now=self.clock(), applied=result.applied, stale=result.stale, opened=result.opened
+            )
+        ]
 
     def _heartbeat(self, command: cmd.Heartbeat) -> list[ev.Event]:
         results = self.store.heartbeat(

@@ -332,7 +332,9 @@ class SimPump:
                     ),
                 )
                 self.executor.forget_details(reports)  # kept until written: a failed write is retried
-                return ev.OutcomesReported(now=self._done(), applied=result.applied, stale=result.stale)
+                return ev.OutcomesReported(
+                    now=self._done(), applied=result.applied, stale=result.stale, opened=result.opened
+                )
             case cmd.Heartbeat(job_ids=job_ids, lease_duration=lease):
                 results = call(
                     store.heartbeat, worker_id=worker, job_ids=job_ids, lease_duration=lease, now=now

@@ -218,6 +218,12 @@ def for_expiry(
     )
 
 
+def opens(moves: Iterable[Change], now: datetime) -> bool:
+    """Whether any of these moves makes its job claimable at once: a retry without delay, a job given back
+    (``ReportResult.opened``, with the ended parents and limited queues a store knows of itself)."""
+    return any(c.state is State.SCHEDULED and (c.move.due_at is None or c.move.due_at <= now) for c in moves)
+
+
 def first_per_attempt(reports: Sequence[OutcomeReport]) -> dict[tuple[int, int], OutcomeReport]:
     """A batch's rows by (job, Attempt): an Attempt listed twice applies once, by its first row. A job holds
     at most one lease, so at most one of its Attempts passes the fence: a stale row for an Attempt it lost

@@ -164,10 +164,14 @@ class OutcomeDetail:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReportResult:
     """What :meth:`JobStore.report` did: the job ids whose outcome was written (``applied``) and those fenced
-    off as ``stale``."""
+    off as ``stale``. ``opened``: the report may have made work claimable at once (it scheduled a job due now,
+    as a retry without delay or a job given back, it ended a job that others depend on, or it freed a slot of
+    a queue with a concurrency limit), so the Pump looks again before its next poll; a store that cannot tell
+    says True."""
 
     applied: frozenset[int]
     stale: frozenset[int]
+    opened: bool = True
 
 
 class CancelResult(enum.StrEnum):

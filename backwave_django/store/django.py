@@ -71,6 +71,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
     def __init__(self, using: str = "default") -> None:
         self.using = using
         self._refused = {}  # finished jobs the database refused to purge: passed over from then on
+        self._limited: frozenset[str] = frozenset()  # queues with a concurrency limit, as the claims read
 
     @property
     def connection(self) -> Any:
@@ -208,6 +209,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
         claimed: list[ClaimedJob] = []
         with self._write():
             settings = self._queue_settings(queues)
+            self._limits_read(queues, {q for q, (_, limit) in settings.items() if limit is not None})
             with_due = self._queues_with_due(queues, now)
             for queue in (q for q in queues if q in with_due):
                 take = max_jobs - len(claimed)
@@ -223,6 +225,10 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
                     claimed += self._claim_queue(worker_id, queue, take, lease_duration, now, limited=limited)
             self._announce(lambda: announced.claims(claimed, worker_id))
         return claimed
+
+    def _limits_read(self, queues: Sequence[str], limited: set[str]) -> None:
+        """A claim read the settings of ``queues``: these of them have a concurrency limit."""
+        self._limited = (self._limited - set(queues)) | limited
 
     def _queues_with_due(self, queues: Sequence[str], now: datetime) -> set[str]:
         """The queues among ``queues`` that hold a due job. One queue is not looked at: its claim finds out
@@ -283,16 +289,16 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
         details: Mapping[int, OutcomeDetail] | None = None,
     ) -> ReportResult:
         if not reports:
-            return ReportResult(applied=frozenset(), stale=frozenset())
+            return ReportResult(applied=frozenset(), stale=frozenset(), opened=False)
         details = details or {}
         try:
-            applied = self._report(worker_id, reports, retry, now, details)
+            applied, opened = self._report(worker_id, reports, retry, now, details)
         except DatabaseError as exc:
             if self.is_transient_fault(exc):
                 raise
-            applied = self._report_one_by_one(worker_id, reports, retry, now, details)
+            applied, opened = self._report_one_by_one(worker_id, reports, retry, now, details)
         ids = {r.job_id for r in reports}
-        return ReportResult(applied=frozenset(applied), stale=frozenset(ids - applied))
+        return ReportResult(applied=frozenset(applied), stale=frozenset(ids - applied), opened=opened)
 
     def _report_one_by_one(
         self,
@@ -301,19 +307,22 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
         retry: RetryPolicy,
         now: datetime,
         details: Mapping[int, OutcomeDetail],
-    ) -> set[int]:
+    ) -> tuple[set[int], bool]:
         """After the database refused a batch: each row alone, and a row it still refuses with a generic
         message and no traceback. Only a refusal of that too (a fault of the store, not of the row) raises."""
         applied: set[int] = set()
+        opened = False
         for report in changes.first_per_attempt(reports).values():
             try:
-                applied |= self._report(worker_id, [report], retry, now, details)
+                done, more = self._report(worker_id, [report], retry, now, details)
             except DatabaseError as exc:
                 if self.is_transient_fault(exc):
                     raise
                 plain = changes.with_generic_text(report, exc)
-                applied |= self._report(worker_id, [plain], retry, now, {})
-        return applied
+                done, more = self._report(worker_id, [plain], retry, now, {})
+            applied |= done
+            opened = opened or more
+        return applied, opened
 
     def _report(
         self,
@@ -322,14 +331,15 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
         retry: RetryPolicy,
         now: datetime,
         details: Mapping[int, OutcomeDetail],
-    ) -> set[int]:
-        """One fenced batch in one transaction: the ids whose outcome applied."""
+    ) -> tuple[set[int], bool]:
+        """One fenced batch in one transaction: the ids whose outcome applied, and whether it may have made
+        work claimable at once (``ReportResult.opened``)."""
         with self._write():
             first = changes.first_per_attempt(reports)
             held = self._fence(worker_id, set(first), now)
             parents = self._lock_with_children(sorted(job_id for job_id, _ in held))
             flags = self._cancel_flags([job_id for job_id, _ in held])
-            self._apply_and_resolve(
+            opened = self._apply_and_resolve(
                 [
                     changes.for_report(
                         first[job_id, attempt],
@@ -340,32 +350,42 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
                         detail=details.get(job_id),
                         started_at=started_at,
                     )
-                    for (job_id, attempt), started_at in held.items()
+                    for (job_id, attempt), (started_at, _) in held.items()
                 ],
                 parents,
                 now,
             )
-        return {job_id for job_id, _ in held}
+        return {job_id for job_id, _ in held}, opened or self._frees_limited({q for _, q in held.values()})
 
-    def _apply_and_resolve(self, moves: Sequence[Change], parents: set[int], now: datetime) -> None:
+    def _frees_limited(self, queues: set[str]) -> bool:
+        """Whether a job of one of these queues ending frees a slot of a concurrency limit (as the settings
+        this store's last claims read)."""
+        return not queues.isdisjoint(self._limited)
+
+    def _apply_and_resolve(self, moves: Sequence[Change], parents: set[int], now: datetime) -> bool:
         """Apply the moves, then resolve the edges of the jobs among ``parents`` that ended (their rows and
-        their children's are locked already)."""
+        their children's are locked already). Returns whether this made work claimable at once: a job due
+        now, or a parent ended (``ReportResult.opened``; limited queues aside)."""
         self._apply(moves, now)
         ended = {c.job_id: c.state for c in moves if c.move.is_terminal and c.job_id in parents}
         if ended:
             self._resolve_children(ended, now)
+        return bool(ended) or changes.opens(moves, now)
 
     def _fence(
         self, worker_id: str, attempts: set[tuple[int, int]], now: datetime
-    ) -> dict[tuple[int, int], datetime]:
+    ) -> dict[tuple[int, int], tuple[datetime, str]]:
         """Delete the leases this worker still holds, live at ``now``, for these (job, Attempt) pairs.
-        Returns the pairs whose lease passed (at most one per job), with when each Attempt began."""
+        Returns the pairs whose lease passed (at most one per job), with when each Attempt began and its
+        queue."""
         job_ids = list({job_id for job_id, _ in attempts})
         leases = Lease.objects.using(self.using).filter(job_id__in=job_ids, owner=worker_id)
         live = leases.filter(expires_at__gt=now).select_for_update()
         held = {
-            (job_id, attempt): claimed_at
-            for job_id, attempt, claimed_at in live.values_list("job_id", "attempt", "claimed_at")
+            (job_id, attempt): (claimed_at, queue)
+            for job_id, attempt, claimed_at, queue in live.values_list(
+                "job_id", "attempt", "claimed_at", "queue"
+            )
             if (job_id, attempt) in attempts
         }
         if held:

@@ -349,6 +349,10 @@ class MemoryStore(MemorySchedulingMixin, MemoryDependencyMixin):
             self._fault("claim", "after")
         return claimed
 
+    def _limit(self, queue: str) -> int | None:
+        settings = self._queues.get(queue)
+        return None if settings is None else settings.concurrency_limit
+
     def _free_slots(self, queue: str) -> int:
         settings = self._queues.get(queue)
         if settings is not None and settings.paused:
@@ -383,7 +387,7 @@ class MemoryStore(MemorySchedulingMixin, MemoryDependencyMixin):
         details: Mapping[int, OutcomeDetail] | None = None,
     ) -> ReportResult:
         if not reports:
-            return ReportResult(applied=frozenset(), stale=frozenset())
+            return ReportResult(applied=frozenset(), stale=frozenset(), opened=False)
         details = details or {}
         with self._lock:
             self._fault("report", "before")
@@ -401,11 +405,16 @@ class MemoryStore(MemorySchedulingMixin, MemoryDependencyMixin):
                     detail=details.get(report.job_id),
                 )
                 moves.append(change)
+            opened = (
+                changes.opens(moves, now)
+                or any(self._children.get(c.job_id) for c in moves if c.move.is_terminal)
+                or any(self._limit(self._jobs[c.job_id].queue) is not None for c in moves)
+            )
             self._apply(moves, now, "report")
             self._fault("report", "after")
         applied = {c.job_id for c in moves}
         return ReportResult(
-            applied=frozenset(applied), stale=frozenset({r.job_id for r in reports} - applied)
+            applied=frozenset(applied), stale=frozenset({r.job_id for r in reports} - applied), opened=opened
         )
 
     @staticmethod

@@ -222,7 +222,7 @@ WITH fenced AS (
     DELETE FROM backwave_django_lease l
     WHERE l.job_id = ANY(%(ids)b::bigint[]) AND l.owner = %(owner)s AND l.expires_at > %(now)s
       AND l.attempt = (%(attempts)b::int[])[array_position(%(ids)b::bigint[], l.job_id)]
-    RETURNING l.job_id, l.claimed_at
+    RETURNING l.job_id, l.claimed_at, l.queue
 ), locked AS MATERIALIZED (
     SELECT k.id, k.cancel_requested, k.has_children FROM backwave_django_job k
     WHERE k.id = ANY(ARRAY(
@@ -240,9 +240,9 @@ WITH fenced AS (
     WHERE j.id = ANY(f.ids) AND j.state = 'leased' AND NOT j.cancel_requested AND f.locks >= 0
     RETURNING j.id, j.state, f.claimed[array_position(f.ids, j.id)] AS started_at
 ), logged AS ({_LOG})
-SELECT 'fenced', job_id, claimed_at, false, false FROM fenced
-UNION ALL SELECT 'locked', id, NULL, cancel_requested, has_children FROM locked
-UNION ALL SELECT 'moved', id, NULL, false, false FROM moved
+SELECT 'fenced', job_id, claimed_at, false, false, queue FROM fenced
+UNION ALL SELECT 'locked', id, NULL, cancel_requested, has_children, NULL FROM locked
+UNION ALL SELECT 'moved', id, NULL, false, false, NULL FROM moved
 """
 
 TERMINATE = "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid"
@@ -456,6 +456,7 @@ class PostgresStore(DjangoStore):
     ) -> list[ClaimedJob]:
         if len(queues) == 1 and max_jobs > 0 and self.connection.get_autocommit():
             limited, claimed = claim_one_queue(self, worker_id, queues[0], max_jobs, lease_duration, now)
+            self._limits_read(queues, set(queues) if limited else set())
             if not limited:
                 self._announce(lambda: announced.claims(claimed, worker_id))  # committed: sent at once
                 return claimed
@@ -497,7 +498,7 @@ class PostgresStore(DjangoStore):
         retry: RetryPolicy,
         now: datetime,
         details: Mapping[int, OutcomeDetail],
-    ) -> set[int]:
+    ) -> tuple[set[int], bool]:
         first = changes.first_per_attempt(reports)
         by_job = {job_id: report for (job_id, _), report in first.items()}
         if len(by_job) < len(first):  # two Attempts of one job (one at most holds its lease): the ORM's way
@@ -513,8 +514,8 @@ class PostgresStore(DjangoStore):
         with transaction.atomic(using=self.using):
             params = {**_moves(list(moves.values())), "owner": worker_id, "now": now}
             rows = self._rows(REPORT, params, prepare=True)
-            held = {job_id: at for what, job_id, at, _, _ in rows if what == "fenced"}
-            locked = {job_id: (flag, kids) for what, job_id, _, flag, kids in rows if what == "locked"}
+            held = {job_id: (at, queue) for what, job_id, at, _, _, queue in rows if what == "fenced"}
+            locked = {job_id: (flag, kids) for what, job_id, _, flag, kids, _ in rows if what == "locked"}
             moved = [moves[job_id] for what, job_id, *_ in rows if what == "moved"]
             flagged = sorted(job_id for job_id in held if locked[job_id][0])
             if len(moved) != len(held) - len(flagged):  # raised inside the transaction: nothing is written
@@ -522,15 +523,15 @@ class PostgresStore(DjangoStore):
                 raise StoreError(f"leased jobs {lost} lost their state under a held lease")
             self._add_tags((c.job_id, c.tags) for c in moved)
             self._announce_endings(moved)
-            cancelled = [
-                move(job_id, True, held[job_id]) for job_id in flagged
-            ]  # by the flag read under lock
+            # A cancel request changes the move: these are moved by the flag their lock read.
+            cancelled = [move(job_id, True, held[job_id][0]) for job_id in flagged]
             self._apply(cancelled, now)
             ended = {c.job_id: c.state for c in (*moved, *cancelled) if c.move.is_terminal}
             parents = {job_id: state for job_id, state in ended.items() if locked[job_id][1]}
             if parents:  # only parents pay more than the one statement: their children are locked already
                 self._resolve_children(parents, now)
-        return set(held)
+        opened = bool(parents) or changes.opens([*moved, *cancelled], now)
+        return set(held), opened or self._frees_limited({queue for _, queue in held.values()})
 
     def _apply(self, moves: Sequence[Change], now: datetime) -> None:
         if not moves:

@@ -4,6 +4,7 @@ worker reports."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -15,6 +16,7 @@ from backwave_django.store.contract import MAX_DETAIL_BYTES, OutcomeDetail
 
 from ..conftest import LEASE, T0
 from .support import (
+    MAX_PAYLOAD,
     OTHER_WORKER,
     RETRY,
     UNKNOWN_ID,
@@ -25,6 +27,7 @@ from .support import (
     enqueue,
     enqueue_one,
     job,
+    new_job,
     outcome,
     report,
     snapshot,
@@ -443,3 +446,48 @@ def test_failure_detail_for_a_stale_report_is_discarded(store, leased):
         details={leased.id: OutcomeDetail(traceback="trace")},
     )
     assert snapshot(store) == before
+
+
+# -- opened: whether a report may have made work claimable at once (the Pump then looks again) -------------
+
+
+def test_an_empty_batch_opens_nothing(store):
+    assert report(store).opened is False
+
+
+def test_a_success_in_a_queue_without_a_limit_opens_nothing(store, leased):
+    assert report(store, outcome(leased, OutcomeKind.SUCCEEDED), now=SOON).opened is False
+
+
+def test_a_failure_retried_later_opens_nothing(store, leased):
+    assert report(store, outcome(leased, OutcomeKind.FAILED, message="later"), now=SOON).opened is False
+
+
+def test_a_failure_retried_at_once_opens_work(store, leased):
+    at_once = RetryPolicy(backoff_base=1.0, backoff_cap=0.0, jitter=False)
+    result = report(store, outcome(leased, OutcomeKind.FAILED, message="again"), now=SOON, retry=at_once)
+    assert result.opened is True
+    assert job(store, leased.id).due_at <= SOON
+
+
+def test_a_job_given_back_opens_work(store, leased):
+    assert report(store, outcome(leased, OutcomeKind.RELEASED), now=SOON).opened is True
+
+
+def test_a_stale_report_opens_nothing(store, leased):
+    result = report(store, outcome(leased, OutcomeKind.RELEASED), worker=OTHER_WORKER, now=SOON)
+    assert (result.applied, result.opened) == (frozenset(), False)
+
+
+def test_an_ending_in_a_queue_with_a_concurrency_limit_opens_its_slot(store):
+    store.set_concurrency_limit("limited", 1, actor="ops", now=T0)
+    enqueue(store, 2, queue="limited")
+    [first] = claim(store, queues=["limited"])  # the limit lets one through: the claim read it
+    assert report(store, outcome(first, OutcomeKind.SUCCEEDED), now=SOON).opened is True
+    assert len(claim(store, queues=["limited"], now=SOON)) == 1  # what the Pump's look finds
+
+
+def test_the_end_of_a_job_others_depend_on_opens_work(store, leased):
+    [child] = store.enqueue([replace(new_job(), parents=(leased.id,))], now=T0, max_payload_bytes=MAX_PAYLOAD)
+    assert report(store, outcome(leased, OutcomeKind.SUCCEEDED), now=SOON).opened is True
+    assert state_of(store, child.id) is State.SCHEDULED

@@ -13,7 +13,7 @@ from backwave_django.simulation.plants import PLANTS, hunt
 from backwave_django.simulation.run import run
 
 SEEDS = {
-    "fence-ignores-attempt": (118, "OutcomeFromLeaseHolder"),
+    "fence-ignores-attempt": (111, "OutcomeFromLeaseHolder"),
     "claim-forgets-reservations": (10, "PumpPoolBound"),
     "sweep-ignores-max-attempts": (17, "AttemptCeiling"),
     "release-charges-attempt": (61, "AttemptAccounting"),
@@ -24,7 +24,7 @@ SEEDS = {
     "coalesce-makes-up-every-tick": (27, "CoalesceOneMakeUp"),
     "claim-ignores-priority": (4, "ClaimOrder"),
     "unique-key-forgets-leased": (1, "UniqueKeyHeldOnce"),
-    "output-ignores-fence": (156, "OutputFromSuccess"),
+    "output-ignores-fence": (596, "OutputFromSuccess"),
     "tags-ignore-fence": (28, "TagsFromFencedOutcome"),
     "failure-releases-children": (24, "ChildAfterParents"),
 }

@@ -138,9 +138,16 @@ def unroutable(
 
 
 def reported(
-    applied: Sequence[int] = (), stale: Sequence[int] = (), *, failed: bool = False, s: float = 0
+    applied: Sequence[int] = (),
+    stale: Sequence[int] = (),
+    *,
+    failed: bool = False,
+    opened: bool = True,
+    s: float = 0,
 ) -> ev.OutcomesReported:
-    return ev.OutcomesReported(now=at(s), applied=frozenset(applied), stale=frozenset(stale), failed=failed)
+    return ev.OutcomesReported(
+        now=at(s), applied=frozenset(applied), stale=frozenset(stale), failed=failed, opened=opened
+    )
 
 
 def beat_due(s: float = 0) -> ev.HeartbeatDue:

@@ -360,6 +360,68 @@ def test_a_full_claim_with_free_slots_asks_for_a_poll_at_once(dials, script):
     run(driver(**dials), script)
 
 
+# -- looking again after a report --------------------------------------------------------------------------
+
+LOOK_AGAIN = [
+    scenario(
+        "after a claim that came back short, a report that opened nothing waits for the next poll",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1), execute(1)),
+            (succeeded(1), [report(ok(1))]),
+            (reported(applied=[1], opened=False), []),
+        ],
+    ),
+    scenario(
+        "after a claim that came back short, a report that opened work looks again",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1), execute(1)),
+            (succeeded(1), [report(ok(1))]),
+            (reported(applied=[1], opened=True), [REPOLL]),
+        ],
+    ),
+    scenario(
+        "after a claim that came back full, every applied report looks again: more may wait",
+        [
+            (poll(), [claim(2)]),
+            (claimed(1, 2), execute(1, 2)),
+            (succeeded(1), []),
+            (succeeded(2), [report(ok(1), ok(2))]),
+            (reported(applied=[1, 2], opened=False), [REPOLL]),
+        ],
+        pool_size=2,
+    ),
+    scenario(
+        "after a claim that failed, every applied report looks again: nothing is known",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1), execute(1)),
+            (poll(), [claim(3)]),
+            (claimed(failed=True), []),
+            (succeeded(1), [report(ok(1))]),
+            (reported(applied=[1], opened=False), [REPOLL]),
+        ],
+    ),
+    scenario(
+        "a report that applied nothing never looks again",
+        [
+            (poll(), [claim(2)]),
+            (claimed(1, 2), execute(1, 2)),
+            (succeeded(1), []),
+            (succeeded(2), [report(ok(1), ok(2))]),
+            (reported(stale=[1, 2], opened=True), []),
+        ],
+        pool_size=2,
+    ),
+]
+
+
+@pytest.mark.parametrize(("dials", "script"), LOOK_AGAIN)
+def test_a_report_looks_again_when_the_last_claim_left_work_or_the_report_opened_some(dials, script):
+    run(driver(**dials), script)
+
+
 def test_a_claimed_job_is_executed_as_the_store_returned_it():
     with_everything = job(5, attempt=3, max_attempts=4, queue="mail", timeout=None)
     run(driver(), [(poll(), [claim(3)]), (claimed(with_everything), execute(with_everything))])
