@@ -171,7 +171,13 @@ class TestPump:
         """Expire lapsed leases, then claim and run everything due at ``now`` until nothing more is."""
         before, claims = len(self.executions), self._claims
         now = self.now
-        self._drive([ev.MaintenanceDue(now=now), ev.HeartbeatDue(now=now)])
+        # The sweep runs only when a lease has lapsed (a test pump can look; the Pump cannot). Handlers run
+        # inline, so between two calls nothing runs: a heartbeat has leases to renew (and a status to record)
+        # only if something was left held, which a fault would have raised first.
+        expiry = self.store.next_lease_expiry(self.queues)
+        lapsed = expiry is not None and expiry <= now
+        first: list[ev.Event] = [ev.MaintenanceDue(now=now, leases_lapsed=lapsed)]
+        self._drive(first if self.driver.idle else [*first, ev.HeartbeatDue(now=now)])
         if self._claims == claims:  # maintenance minted or released nothing that asked for a poll
             self._drive([ev.PollDue(now=now)])
         return self.executions[before:]

@@ -173,7 +173,7 @@ class NodeDriver:
         return self._on_heartbeat_due(event.now)
 
     def _on_maintenance(self, event: ev.MaintenanceDue) -> list[cmd.Command]:
-        return self._on_maintenance_due(event.now)
+        return self._on_maintenance_due(event.now, event.leases_lapsed)
 
     def _on_leases_expired(self, event: ev.LeasesExpired) -> list[cmd.Command]:
         return self._recovered(event) + self.maintenance.leases_expired(event, draining=self.draining)
@@ -393,10 +393,10 @@ class NodeDriver:
 
     # -- maintenance -------------------------------------------------------------------------------
 
-    def _on_maintenance_due(self, now: datetime) -> list[cmd.Command]:
+    def _on_maintenance_due(self, now: datetime, sweep: bool) -> list[cmd.Command]:
         if self.draining or not self._store_ready(now):
             return []
-        return self.maintenance.due(now)
+        return self.maintenance.due(now, sweep=sweep)
 
     def _recovered(
         self, event: ev.LeasesExpired | ev.SchedulesLoaded | ev.SchedulesMinted | ev.FinishedPurged

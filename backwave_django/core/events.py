@@ -89,9 +89,12 @@ class HeartbeatCompleted:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MaintenanceDue:
-    """The maintenance ticker fired. It runs whether or not the pool is full."""
+    """The maintenance ticker fired. It runs whether or not the pool is full. ``leases_lapsed`` is False
+    when the Shell knows that no lease in the served queues has lapsed (the test pump, which can look), so
+    there is nothing to sweep; the Pump cannot know, and always says True."""
 
     now: datetime
+    leases_lapsed: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

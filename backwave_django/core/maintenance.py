@@ -42,15 +42,16 @@ class Maintenance:
         self.expiring = self.loading = self.minting = self.purging = False
         self.purge_after: datetime | None = None  # after a failed purge: not before this
 
-    def due(self, now: datetime) -> list[cmd.Command]:
-        """A maintenance tick: what is not already in flight starts, once per interval."""
+    def due(self, now: datetime, *, sweep: bool = True) -> list[cmd.Command]:
+        """A maintenance tick: what is not already in flight starts, once per interval (the sweep only when
+        a lease may have lapsed: ``sweep``)."""
         if self.last is not None and now - self.last < self.interval:
             return []
         if self.expiring and (self.loading or self.minting) and (self.purging or not self.retention):
             return []  # everything is still in flight: the interval starts again when something can start
         self.last = now
         commands: list[cmd.Command] = []
-        if not self.expiring:
+        if sweep and not self.expiring:
             commands.append(self._expire())
         if not (self.loading or self.minting):
             self.loading = True

@@ -170,8 +170,8 @@ def cancel_asked(job_id: int) -> HeartbeatResult:
     return HeartbeatResult(job_id=job_id, renewed=True, cancel_requested=True)
 
 
-def maintenance(s: float = 0) -> ev.MaintenanceDue:
-    return ev.MaintenanceDue(now=at(s))
+def maintenance(s: float = 0, *, leases_lapsed: bool = True) -> ev.MaintenanceDue:
+    return ev.MaintenanceDue(now=at(s), leases_lapsed=leases_lapsed)
 
 
 def expired(count: int, *, failed: bool = False, s: float = 0) -> ev.LeasesExpired:

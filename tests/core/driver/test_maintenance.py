@@ -39,6 +39,10 @@ HML = ("high", "mid", "low")
 MAINTENANCE = [
     scenario("the first maintenance tick sweeps expired leases", [(maintenance(), [sweep(), load()])]),
     scenario(
+        "a tick the Shell knows no lease has lapsed by skips the sweep, but not the rest",
+        [(maintenance(leases_lapsed=False), [load()]), (maintenance(5), [sweep()])],
+    ),
+    scenario(
         "maintenance waits for its interval",
         [
             (maintenance(0), [sweep(), load()]),
