@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .health import Health
@@ -10,9 +9,10 @@ from .records import ClaimedJob, OutcomeReport
 from .retention import PurgeRule
 from .retry import RetryPolicy
 from .schedules import MintDecision
+from .values import value
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ClaimBatch:
     """Lease up to ``max_jobs`` due jobs from ``queues``, in that order. Answer with one ClaimCompleted."""
 
@@ -21,7 +21,7 @@ class ClaimBatch:
     lease_duration: timedelta
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ExecuteJob:
     """Route the job and run its handler off the loop; answer with one Execution* event.
 
@@ -34,7 +34,7 @@ class ExecuteJob:
     cut_off_at: datetime | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ReportOutcomes:
     """Write these outcomes, each fenced on (worker, attempt); answer with OutcomesReported.
     ``retry`` decides (through ``core.transitions``) whether a failure runs again."""
@@ -43,7 +43,7 @@ class ReportOutcomes:
     retry: RetryPolicy
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Heartbeat:
     """Renew the leases of running jobs and of outcomes not yet written; answer with HeartbeatCompleted."""
 
@@ -51,7 +51,7 @@ class Heartbeat:
     lease_duration: timedelta
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ExpireLeases:
     """End Attempts whose leases lapsed in ``queues`` (at most ``max_jobs``); answer with LeasesExpired."""
 
@@ -60,14 +60,14 @@ class ExpireLeases:
     retry: RetryPolicy
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class LoadSchedules:
     """Read the schedules of ``queues`` (not removed); answer with SchedulesLoaded."""
 
     queues: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class MintSchedules:
     """Carry out these decisions, each only if its schedule's cursor is still where it was read; answer with
     SchedulesMinted."""
@@ -75,7 +75,7 @@ class MintSchedules:
     decisions: tuple[MintDecision, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class PurgeFinished:
     """Delete finished jobs by these rules, at most ``max_jobs``, oldest first; answer with FinishedPurged."""
 
@@ -83,14 +83,14 @@ class PurgeFinished:
     max_jobs: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class SignalCancellation:
     """Ask a running handler to stop (``context.cancelled`` becomes true); it keeps its lease meanwhile."""
 
     job_id: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class AbandonExecution:
     """Stop waiting for this handler: fire its cancellation signal, cut it off from the database (nothing
     it does from now on is committed), and drop whatever it reports later. Done before its lease is given
@@ -99,19 +99,19 @@ class AbandonExecution:
     job_id: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class RequestPoll:
     """Queue a PollDue at the back of the event queue (never run inline)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class WakeAt:
     """Send a TimerFired at ``at`` (it replaces any earlier WakeAt)."""
 
     at: datetime
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class RecordStatus:
     """Write this Pump's health and heartbeat time for ``backwave_health`` and the admin."""
 
@@ -119,14 +119,14 @@ class RecordStatus:
     detail: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Halt:
     """A fault that no retry can cure: stop this Pump now (its leases lapse, other nodes take the work)."""
 
     reason: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Stop:
     """Shutdown is complete: nothing runs, nothing is buffered. The loop may end."""
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from .states import State, is_legal
+from .values import value
 
 #: The most parents one job may have (the edges are written with the child, in its transaction).
 MAX_PARENTS = 1000
@@ -71,7 +71,7 @@ def parents_problem(parents: object, run_on: object, *, max_job_id: int) -> str 
     return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Start:
     """How a child is born: its state, the edges still open, its cause, and the edges resolved at once."""
 
@@ -98,7 +98,7 @@ def start(parents: Mapping[int, State], run_on: RunOn) -> Start:
     return Start(state=state, parents_remaining=remaining, cause="", resolved=resolved)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Waiting:
     """A child as a store read it (row locked) before its edges resolve."""
 
@@ -107,7 +107,7 @@ class Waiting:
     parents_remaining: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Edge:
     """One edge to resolve now: its parent has just reached ``parent_state``."""
 
@@ -116,7 +116,7 @@ class Edge:
     parent_state: State
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ChildMove:
     """What resolving its edges does to one child: its new state (unchanged if it was not waiting), the
     edges still open, and the cause (a cancelled child's)."""
@@ -136,7 +136,7 @@ class IllegalDependencyMove(RuntimeError):
     """A child move that ``states.TRANSITIONS`` does not allow: a bug, never written."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Resolved:
     """One batch decided: each edge's resolution (by (parent, child)) and each child's move."""
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .values import value
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+
+@value
 class PlannedClaim:
     """One claim to issue: ``queues`` in the order the store must try them, at most ``max_jobs`` jobs."""
 

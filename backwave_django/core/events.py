@@ -2,28 +2,28 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .records import ClaimedJob, HeartbeatResult
 from .schedules import ScheduleState
+from .values import value
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class PollDue:
     """A poll tick, a wake-up hint, or an obeyed RequestPoll."""
 
     now: datetime
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Idle:
     """The Shell has no event waiting: a burst of work has been absorbed."""
 
     now: datetime
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ClaimCompleted:
     """Exactly one per issued ClaimBatch: with the jobs claimed, none, or ``failed`` when the call raised."""
 
@@ -32,7 +32,7 @@ class ClaimCompleted:
     failed: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ExecutionSucceeded:
     """The handler returned."""
 
@@ -40,7 +40,7 @@ class ExecutionSucceeded:
     job_id: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ExecutionFailed:
     """The handler raised (anything, its own timeouts and a JobCancelled included). ``message`` is the short
     reason; the traceback stays in the Shell."""
@@ -50,7 +50,7 @@ class ExecutionFailed:
     message: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ExecutionUnroutable:
     """No handler for the wire name, or the payload no longer decodes or fits it. Never reaches a handler."""
 
@@ -59,7 +59,7 @@ class ExecutionUnroutable:
     reason: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class OutcomesReported:
     """The result of a ReportOutcomes: the ids whose write applied; the rest were fenced off as stale.
 
@@ -75,19 +75,19 @@ class OutcomesReported:
     opened: bool = True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class HeartbeatDue:
     now: datetime
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class HeartbeatCompleted:
     now: datetime
     results: tuple[HeartbeatResult, ...] = ()
     failed: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class MaintenanceDue:
     """The maintenance ticker fired. It runs whether or not the pool is full. ``leases_lapsed`` is False
     when the Shell knows that no lease in the served queues has lapsed (the test pump, which can look), so
@@ -97,7 +97,7 @@ class MaintenanceDue:
     leases_lapsed: bool = True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class LeasesExpired:
     """An ExpireLeases finished: ``count`` leases were disposed (retried, dead-lettered or cancelled)."""
 
@@ -106,7 +106,7 @@ class LeasesExpired:
     failed: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class SchedulesLoaded:
     """A LoadSchedules finished: the schedules of the served queues, where their cursors stand."""
 
@@ -115,7 +115,7 @@ class SchedulesLoaded:
     failed: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class SchedulesMinted:
     """A MintSchedules finished: ``minted`` jobs were inserted (ticks another node minted first are not)."""
 
@@ -124,7 +124,7 @@ class SchedulesMinted:
     failed: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class FinishedPurged:
     """A PurgeFinished finished: ``count`` finished jobs were deleted."""
 
@@ -133,14 +133,14 @@ class FinishedPurged:
     failed: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class TimerFired:
     """The time a WakeAt asked for has come."""
 
     now: datetime
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class StoreFaulted:
     """A store call raised. ``transient``: the store says a retry may cure it (degrade); otherwise halt."""
 
@@ -149,7 +149,7 @@ class StoreFaulted:
     detail: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ThreadsAbandoned:
     """Handler threads that were abandoned (timed out, lease lost, shutdown) and still run: ``running`` of
     them, of which ``unreplaced`` could not be replaced in the pool (their slots are lost until they end)."""
@@ -159,7 +159,7 @@ class ThreadsAbandoned:
     unreplaced: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ShutdownRequested:
     """Stop claiming; let running handlers finish for ``grace``, then stop them and give their jobs back."""
 

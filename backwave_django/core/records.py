@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from .values import value
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+
+@value
 class ClaimedJob:
     """A job as a claim returns it: leased to this worker for Attempt number ``attempt``.
 
@@ -51,7 +52,7 @@ class AuditAction(enum.StrEnum):
     TRIGGER_SCHEDULE = "trigger_schedule"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class OutcomeReport:
     """One fenced outcome write: applies only if the worker still holds Attempt ``attempt`` of the job.
 
@@ -66,7 +67,7 @@ class OutcomeReport:
     message: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class HeartbeatResult:
     job_id: int
     renewed: bool

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .states import State
+from .values import value
 
 #: A purge deletes at most this many jobs per statement; a full batch is followed at once by another.
 MAX_PURGE_BATCH = 500
@@ -13,7 +13,7 @@ SUCCEEDED_CLASS = (State.SUCCEEDED, State.CANCELLED)
 FAILED_CLASS = (State.DEAD_LETTERED, State.QUARANTINED)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class RetentionRule:
     """Finished jobs of ``queues`` are kept ``succeeded`` (succeeded and cancelled jobs) or ``failed``
     (dead-lettered and quarantined jobs) after they finished; None keeps them for ever."""
@@ -23,7 +23,7 @@ class RetentionRule:
     failed: timedelta | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class PurgeRule:
     """Delete the jobs of ``queues`` in ``states`` that finished before ``before``."""
 

@@ -34,12 +34,14 @@ import enum
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
+
+from .values import value
 
 #: At most this many ticks are walked per schedule per pass; a longer backlog is worked off over passes.
 MAX_TICKS_PER_PASS = 10_000
@@ -167,7 +169,7 @@ class Walkers:
         return stepped
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Cadence:
     """When a schedule ticks: ``cron`` in ``timezone``, or every ``every``."""
 
@@ -197,7 +199,7 @@ class Cadence:
         return next(_cron_walk(self.cron, _zone(self.timezone), when, walkers))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Window:
     """The ticks of a span: how many, the last (the new cursor), every fresh one, the newest missed ones."""
 
@@ -265,7 +267,7 @@ def _instant(wall: datetime, zone: tzinfo) -> datetime:
     return high.replace(microsecond=0)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ScheduleState:
     """What :func:`plan` needs to know of a schedule."""
 
@@ -278,7 +280,7 @@ class ScheduleState:
     has_live_instance: bool
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class MintDecision:
     """Move a schedule's cursor from ``expected_cursor`` to ``new_cursor`` (only if it still stands there),
     mint one job per tick in ``ticks``, and record ``skipped_count`` skipped ticks (the newest in

@@ -23,6 +23,7 @@ from datetime import datetime
 from .records import OutcomeKind
 from .retry import RetryPolicy
 from .states import State, is_legal
+from .values import value
 
 OPERATOR_CANCEL = "operator-cancel"
 
@@ -104,7 +105,7 @@ LEASE_ENDINGS: dict[tuple[OutcomeKind, bool, bool], Rule] = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Move:
     """Where a leased job goes when its Attempt ends: all a store needs to write the change."""
 

@@ -11,11 +11,11 @@ it announces nothing. Pure Python: no Django, no clock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from ..core.records import ClaimedJob, OutcomeKind
 from ..core.states import State
+from ..core.values import value
 from .changes import Change
 from .contract import EnqueuedJob, NewJob
 
@@ -30,7 +30,7 @@ class Announce(Protocol):
     def __call__(self, transitions: Sequence[Transition], /) -> None: ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Transition:
     """One job's state change, as committed.
 

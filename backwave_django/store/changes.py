@@ -11,7 +11,6 @@ with :class:`StoreError`, before anything is written.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +20,7 @@ from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.tags import MAX_TAGS_PER_JOB, stored_tag_problem
 from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES, clean
+from ..core.values import value
 from .contract import OutcomeDetail, StoreError
 
 #: The columns a claim returns, in the order of :class:`ClaimedJob`'s fields.
@@ -105,7 +105,7 @@ def claimed_job(row: Sequence[Any]) -> ClaimedJob:
     return ClaimedJob(**dict(zip(CLAIMED_FIELDS, row, strict=True)))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Change:
     """One leased job's move, and the Outcome that records it."""
 

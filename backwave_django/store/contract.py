@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -35,6 +34,7 @@ from ..core.retry import MAX_ATTEMPTS_LIMIT, RetryPolicy
 from ..core.schedules import Cadence, MintDecision, Misfire, ScheduleState, Walkers
 from ..core.states import State
 from ..core.text import MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES
+from ..core.values import value
 
 #: A Pump's health detail, in bytes.
 MAX_HEALTH_DETAIL_BYTES = 2000
@@ -111,7 +111,7 @@ class UnknownParent(StoreError):
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class NewJob:
     """One job for :meth:`JobStore.enqueue`, its arguments already encoded as JSON text (``payload``).
 
@@ -135,7 +135,7 @@ class NewJob:
     run_on: RunOn = RunOn.SUCCESS
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class EnqueuedJob:
     """One enqueued job, in the order the jobs were given: its id, and whether it is an unfinished job that
     already held the new job's unique key (``duplicate``: nothing was written for it)."""
@@ -149,7 +149,7 @@ class EnqueuedJob:
     terminal_cause: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class OutcomeDetail:
     """What the Shell knows of an ended Attempt besides its outcome, written with it under the same fence:
     a failure's traceback and exception class (a dotted path), a success's return value (JSON text), and
@@ -161,7 +161,7 @@ class OutcomeDetail:
     tags: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ReportResult:
     """What :meth:`JobStore.report` did: the job ids whose outcome was written (``applied``) and those fenced
     off as ``stale``. ``opened``: the report may have made work claimable at once (it scheduled a job due now,
@@ -191,7 +191,7 @@ class TriggerResult(enum.StrEnum):
     NOT_FOUND = "not_found"  # no such schedule, or it was removed from the settings
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ScheduleDefinition:
     """A schedule as the settings declare it, ready to store: the job each tick mints (with its arguments
     encoded, its queue, attempt ceiling and time limit) and when it ticks."""
@@ -213,7 +213,7 @@ class ScheduleDefinition:
         return Cadence(cron=self.cron, every=self.every, timezone=self.timezone)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class SyncResult:
     added: tuple[str, ...]
     changed: tuple[str, ...]
@@ -223,7 +223,7 @@ class SyncResult:
 # -- what the reads return ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class JobView:
     id: int
     wire_name: str
@@ -248,7 +248,7 @@ class JobView:
     parents_remaining: int = 0  #: parents not finished yet (the job is awaiting_parent until none)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class EdgeView:
     """One dependency edge, with both ends' states now: resolved once, when the parent finished."""
 
@@ -260,7 +260,7 @@ class EdgeView:
     resolution: Resolution | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class LeaseView:
     job_id: int
     queue: str
@@ -270,7 +270,7 @@ class LeaseView:
     expires_at: datetime
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class OutcomeView:
     job_id: int
     attempt: int
@@ -284,7 +284,7 @@ class OutcomeView:
     started_at: datetime | None = None  #: when the Attempt began (its claim)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class AuditView:
     actor: str
     action: str
@@ -293,14 +293,14 @@ class AuditView:
     recorded_at: datetime
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class QueueView:
     queue: str
     paused: bool
     concurrency_limit: int | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ScheduleView:
     """A stored schedule and where it stands."""
 
@@ -325,7 +325,7 @@ class ScheduleView:
         return self.definition.cadence.next_after(self.cursor, walkers)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class PumpView:
     worker_id: str
     group: str

@@ -32,6 +32,7 @@ from ..core.records import AuditAction, ClaimedJob, HeartbeatResult, OutcomeRepo
 from ..core.retry import RetryPolicy
 from ..core.states import State
 from ..core.text import clean
+from ..core.values import replace
 from . import announced, changes
 from .announced import Announce
 from .bounds import check_concurrency_limit, check_new_jobs
@@ -53,7 +54,6 @@ from .contract import (
     ScheduleView,
     StoreError,
 )
-from .copies import replace
 from .memory_edges import MemoryDependencyMixin
 from .memory_scheduling import MemorySchedulingMixin
 from .order import inserts_order

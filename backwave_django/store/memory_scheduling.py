@@ -12,6 +12,7 @@ from ..core.records import AuditAction
 from ..core.retention import PurgeRule
 from ..core.schedules import MAX_RECORDED_SKIPS, MintDecision, ScheduleState, confirmed
 from ..core.states import State
+from ..core.values import replace
 from . import changes
 from .contract import (
     AuditView,
@@ -22,7 +23,6 @@ from .contract import (
     SyncResult,
     TriggerResult,
 )
-from .copies import replace
 
 if TYPE_CHECKING:
     from .memory import _AnnouncingLock
