@@ -39,6 +39,9 @@ class Deadlines:
     def add(self, at: datetime, kind: Kind, job_id: int = 0, attempt: int = 0) -> None:
         heapq.heappush(self._heap, Deadline(at, next(self._seq), kind, job_id, attempt))
 
+    def any_due(self, now: datetime) -> bool:
+        return bool(self._heap) and self._heap[0].at <= now
+
     def due(self, now: datetime) -> list[Deadline]:
         """Every deadline at or before ``now``, earliest first, removed from the heap."""
         fired = []

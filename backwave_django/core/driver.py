@@ -138,7 +138,7 @@ class NodeDriver:
         if self.stopped or self.halted:
             return []
         self.now = event.now
-        commands = self._fire_deadlines(event.now)
+        commands = self._fire_deadlines(event.now) if self.deadlines.any_due(event.now) else []
         if not self.stopped:  # a deadline may end the drain: then this event comes after the Stop
             commands += self._dispatch(event)
         if self.stopped or self.halted:

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from ..codec import PayloadDecodeError, PayloadError, encode_value
-from ..context import JobContext
+from ..context import JobContext, StopSignal
 from ..core import events as ev
 from ..core.records import ClaimedJob, OutcomeReport
 from ..core.text import clean, describe
@@ -55,7 +55,7 @@ class Attempt:
     registration: JobRegistration
     arguments: dict[str, Any]
     context: JobContext
-    token: threading.Event
+    token: StopSignal
     guard: DatabaseGuard
     cut_off_at: datetime | None = None  # when the Driver gives it up if it still runs (its time limit)
     abandoned: bool = field(default=False)
@@ -110,7 +110,7 @@ class Executor:
             arguments = registration.decode(job.payload)
         except Exception as exc:  # an unknown name, a payload that no longer decodes or fits
             return ev.ExecutionUnroutable(now=self.clock(), job_id=job.id, reason=unroutable_reason(exc))
-        token = threading.Event()
+        token = StopSignal()
         context = JobContext(
             job_id=job.id,
             attempt=job.attempt,

@@ -30,7 +30,6 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, async_to_sync, sync_to_async
@@ -40,6 +39,7 @@ from django.db.backends.signals import connection_created
 from .. import telemetry
 from ..context import JobContext
 from ..core.text import describe, format_traceback
+from ..core.values import value
 from ..registry import JobRegistration
 from ..signals import attempt_finished, attempt_started
 
@@ -114,7 +114,20 @@ class DatabaseGuard:
                 )
 
 
-@dataclass(frozen=True, slots=True)
+class _Unguarded(DatabaseGuard):
+    """The guard of an Attempt nothing can give up (the test pump's, run inline): it installs nothing."""
+
+    def install(self) -> None:
+        """Nothing to guard."""
+
+    def uninstall(self) -> None:
+        """Nothing was installed."""
+
+
+UNGUARDED = _Unguarded(0)
+
+
+@value
 class AttemptResult:
     """How the handler call ended: ``error`` is None on success, and ``value`` what it returned; ``message``,
     ``detail`` (the traceback) and ``error_type`` (the exception's class) are storable."""

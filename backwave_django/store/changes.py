@@ -142,6 +142,9 @@ def storable_detail(detail: str | None) -> str:
 MAX_ERROR_TYPE_LENGTH = 255
 
 
+_NO_DETAIL = OutcomeDetail()
+
+
 def for_report(
     report: OutcomeReport,
     *,
@@ -162,7 +165,7 @@ def for_report(
         retry=retry,
         now=now,
     )
-    detail = detail or OutcomeDetail()
+    detail = detail or _NO_DETAIL
     return Change(
         job_id=report.job_id,
         attempt=report.attempt,

@@ -202,6 +202,8 @@ class MemoryStore(MemorySchedulingMixin, MemoryDependencyMixin):
 
     def _hold_key(self, old: JobView | None, job: JobView | None) -> None:
         """Keep the unique-key index in step: an unfinished job holds its key, a finished one frees it."""
+        if (old is None or old.unique_key is None) and (job is None or job.unique_key is None):
+            return  # most jobs have no key
         for view, holds in ((old, False), (job, True)):
             if view is None or view.unique_key is None:
                 continue
