@@ -84,6 +84,19 @@ class JobRegistration:
     _misfits: dict[tuple[str, ...], str | None] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    #: When every parameter is an ordinary one (named, positional or keyword, no ``*`` or ``**``): their names
+    #: in order, those that have no default (they come first), and all of them as a set, for :meth:`bind`'s
+    #: quick way; None otherwise.
+    _ordinary: tuple[tuple[str, ...], int, frozenset[str]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        parameters = list(self.signature.parameters.values())
+        if all(p.kind is p.POSITIONAL_OR_KEYWORD for p in parameters):
+            names = tuple(p.name for p in parameters)
+            required = sum(1 for p in parameters if p.default is p.empty)
+            object.__setattr__(self, "_ordinary", (names, required, frozenset(names)))
 
     @property
     def handler_path(self) -> str:
@@ -91,6 +104,12 @@ class JobRegistration:
 
     def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments by parameter name, checked against the signature. Raises TypeError naming the job."""
+        if self._ordinary is not None:  # quick ways to what Signature.bind gives, in the signature's order
+            names, required, known = self._ordinary
+            if not kwargs and required <= len(args) <= len(names):
+                return dict(zip(names, args, strict=False))
+            if not args and kwargs.keys() <= known and all(name in kwargs for name in names[:required]):
+                return {name: kwargs[name] for name in names if name in kwargs}
         parameters = self.signature.parameters
         takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
         unknown = sorted(set(kwargs) - set(parameters)) if not takes_any else []
@@ -468,29 +487,59 @@ def _row_maker(model: type[Job], using: str) -> Callable[[Any, Any, datetime], J
 
     template: dict[str, Any] = {}
     copy = not (pre_init.has_listeners(model) or post_init.has_listeners(model))
+    shared: dict[str, Any] = {}  # the template with the fields the last job shares with its batch
+    last: list[Any] = [None]
 
     def make(new: Any, done: Any, now: datetime) -> Job:
         own = {
-            "id": done.id, "wire_name": new.wire_name, "queue": new.queue, "payload": new.payload,
-            "max_attempts": new.max_attempts, "due_at": new.due_at, "created_at": now, "timeout": new.timeout,
-            "priority": new.priority, "unique_key": new.unique_key, "trace_context": new.trace_context,
-            "state": done.state, "run_on": new.run_on, "parents_remaining": done.parents_remaining,
-            "has_children": False, "terminal_cause": done.terminal_cause,
-            "terminal_at": now if done.state.is_terminal else None,
+            "id": done.id, "payload": new.payload, "created_at": now, "state": done.state,
+            "parents_remaining": done.parents_remaining, "has_children": False,
+            "terminal_cause": done.terminal_cause, "terminal_at": now if done.state.is_terminal else None,
         }  # fmt: skip
         if template:
+            if not _same_batch(new, last[0]):  # a batch's jobs share these objects: copied once
+                shared.clear()
+                shared.update(template, **_batch_fields(new))
+                last[0] = new
             row = model.__new__(model)
             state = ModelState()
             state.adding, state.db = False, using
-            row.__dict__.update(template, _state=state, **own)
+            fields = row.__dict__
+            fields.update(shared)
+            fields.update(own)
+            fields["_state"] = state
             return row
-        row = model(**own)
+        row = model(**own, **_batch_fields(new))
         row._state.adding, row._state.db = False, using
         if copy:
             template.update((k, v) for k, v in row.__dict__.items() if k != "_state")
         return row
 
     return make
+
+
+def _batch_fields(new: Any) -> dict[str, Any]:
+    """The fields of a job written that the other jobs of its batch usually share."""
+    return {
+        "wire_name": new.wire_name, "queue": new.queue, "max_attempts": new.max_attempts,
+        "due_at": new.due_at, "timeout": new.timeout, "priority": new.priority, "unique_key": new.unique_key,
+        "trace_context": new.trace_context, "run_on": new.run_on,
+    }  # fmt: skip
+
+
+def _same_batch(new: Any, other: Any) -> bool:
+    """Whether ``new`` holds the very objects ``other`` holds in each of :func:`_batch_fields`."""
+    return other is not None and (
+        new.wire_name is other.wire_name
+        and new.queue is other.queue
+        and new.max_attempts is other.max_attempts
+        and new.due_at is other.due_at
+        and new.timeout is other.timeout
+        and new.priority is other.priority
+        and new.unique_key is other.unique_key
+        and new.trace_context is other.trace_context
+        and new.run_on is other.run_on
+    )
 
 
 def _payload_signature(target: Callable[..., Any], is_class: bool) -> tuple[inspect.Signature, str | None]:

@@ -32,7 +32,12 @@ def check_new_jobs(jobs: Sequence[NewJob], max_payload_bytes: int) -> None:
     """Raise before anything is written when one of ``jobs`` breaks a bound. The fields a batch usually
     shares (everything but the payload) are checked once per distinct set of values, the payload of each."""
     shared: set[tuple[object, ...]] = set()
+    previous: NewJob | None = None
     for new in jobs:
+        if previous is not None and _same_shared(new, previous):  # a batch's jobs share their objects
+            _check_payload(new, max_payload_bytes)
+            continue
+        previous = new
         fields = (
             new.wire_name,
             new.queue,
@@ -53,6 +58,21 @@ def check_new_jobs(jobs: Sequence[NewJob], max_payload_bytes: int) -> None:
             _check_shared(new)
             shared.add(key)
         _check_payload(new, max_payload_bytes)
+
+
+def _same_shared(new: NewJob, other: NewJob) -> bool:
+    """Whether ``new`` holds the very objects ``other`` holds in every field :func:`_check_shared` reads."""
+    return (
+        new.wire_name is other.wire_name
+        and new.queue is other.queue
+        and new.trace_context is other.trace_context
+        and new.max_attempts is other.max_attempts
+        and new.priority is other.priority
+        and new.unique_key is other.unique_key
+        and new.tags is other.tags
+        and new.parents is other.parents
+        and new.run_on is other.run_on
+    )
 
 
 def _check_payload(new: NewJob, max_payload_bytes: int) -> None:
