@@ -25,6 +25,7 @@ from backwave_django.store.django import DjangoStore
 from backwave_django.store.memory import MemoryStore
 from backwave_django.store.mysql import MySQLStore
 from backwave_django.store.postgres import PostgresStore
+from backwave_django.store.sqlite_store import SQLiteStore
 
 from . import jobs  # noqa: F401  (registers the tests.* jobs)
 
@@ -37,7 +38,7 @@ def database_store_kinds() -> list[str]:
     engine = settings.DATABASES["default"]["ENGINE"]
     if "postgresql" in engine:
         return ["postgres", "portable"]
-    return ["mysql"] if "mysql" in engine else ["sqlite"]
+    return ["mysql"] if "mysql" in engine else ["sqlite", "portable"]
 
 
 def store_kinds() -> list[str]:
@@ -69,7 +70,7 @@ def make_store(kind: str) -> JobStore:
             return DjangoStore("default")
         case "postgres" | "mysql" | "sqlite":
             made = get_store("default")
-            expected = {"postgres": PostgresStore, "mysql": MySQLStore}.get(kind, DjangoStore)
+            expected = {"postgres": PostgresStore, "mysql": MySQLStore, "sqlite": SQLiteStore}[kind]
             assert type(made) is expected, f"get_store() gave {type(made).__name__} for {kind}"
             return made
     raise ValueError(f"no store kind {kind!r}")

@@ -21,7 +21,7 @@ from .. import conf, schedules
 from ..core.driver import FINAL_FLUSH_WINDOW, STOP_WINDOW
 from ..core.health import GroupHealth, group_health
 from ..registry import Registry, registry
-from ..store import get_store
+from ..store import get_store, sqlite_gate
 from ..store.contract import JobStore
 from .clock import Clock
 from .listener import HintListener
@@ -91,6 +91,7 @@ class Node:
         return sorted({queue for group in self.groups for queue in group.queues})
 
     def start(self) -> None:
+        sqlite_gate.install()  # one writer at a time per SQLite file among this process's threads
         now = timezone.now()
         self.store.forget_pumps(silent_since=now - FORGET_PUMPS_AFTER)
         synced = schedules.sync(self.store, self.settings, self.registry, now=now)

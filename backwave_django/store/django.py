@@ -613,19 +613,20 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
         now: datetime,
     ) -> None:
         host, pid = worker_id.split(":")[0], int(worker_id.split(":")[1])
-        PumpStatus.objects.using(self.using).update_or_create(
-            worker_id=worker_id,
-            defaults={
-                "group": group,
-                "host": host,
-                "pid": pid,
-                "queues": ",".join(queues),
-                "health": health,
-                "detail": clean(detail, MAX_HEALTH_DETAIL_BYTES),
-                "started_at": started_at,
-                "last_beat_at": now,
-            },
-        )
+        with self._write():  # a read then a write: on SQLite it waits for the write lock at BEGIN
+            PumpStatus.objects.using(self.using).update_or_create(
+                worker_id=worker_id,
+                defaults={
+                    "group": group,
+                    "host": host,
+                    "pid": pid,
+                    "queues": ",".join(queues),
+                    "health": health,
+                    "detail": clean(detail, MAX_HEALTH_DETAIL_BYTES),
+                    "started_at": started_at,
+                    "last_beat_at": now,
+                },
+            )
 
     def forget_pumps(self, *, silent_since: datetime) -> int:
         stale = PumpStatus.objects.using(self.using).filter(last_beat_at__lt=silent_since)

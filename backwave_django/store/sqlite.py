@@ -27,6 +27,8 @@ import logging
 import sqlite3
 from typing import Any
 
+from . import sqlite_gate
+
 __all__ = ["cut_off"]
 
 logger = logging.getLogger("backwave.pump")
@@ -57,3 +59,4 @@ def cut_off(session: Any) -> None:
         return
     raw.set_authorizer(_only_rollback)
     raw.rollback()
+    sqlite_gate.release(session)  # its transaction is over: the next writer may go
