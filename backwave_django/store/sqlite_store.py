@@ -54,7 +54,8 @@ class SQLiteStore(DjangoStore):
 
     def _quick(self) -> bool:
         """Whether this SQLite returns rows from an UPDATE (3.35 and later)."""
-        return bool(self.connection.features.can_return_rows_from_update)
+        # Read from the driver: Django 5.2's features have no can_return_rows_from_update.
+        return bool(self.connection.Database.sqlite_version_info >= (3, 35))
 
     def _sql(self, sql: str, params: Sequence[Any]) -> tuple[list[tuple[Any, ...]], int]:
         """One statement through Django's cursor (so its execute wrappers see it): its rows and rowcount."""
