@@ -237,7 +237,7 @@ class NodeDriver:
         if len({job.id for job in event.jobs}) < len(event.jobs):
             raise AssertionError(f"a claim returned the same job twice: {[job.id for job in event.jobs]}")
         for job in event.jobs:
-            if self.executing.pop(job.id, None) is not None:
+            if self._leave(job.id) is not None:
                 # This pump lost the job's lease while it ran it (heartbeats failed until the lease lapsed
                 # and was swept), and has claimed it again: the old run is given up, the new one starts.
                 commands.append(cmd.AbandonExecution(job_id=job.id))
@@ -270,13 +270,20 @@ class NodeDriver:
         return self._on_finished(job_id, OutcomeKind.FAILED, message)
 
     def _on_finished(self, job_id: int, kind: OutcomeKind, message: str) -> list[cmd.Command]:
-        running = self.executing.pop(job_id, None)
+        running = self._leave(job_id)
         if running is None:
             return []  # abandoned: its lease is gone or given up, so is its result
         self._buffer(running.job, kind, message)
         if len(self.buffer) >= self.config.max_outcome_batch or not self.executing or self.draining:
             return self._flush()
         return []
+
+    def _leave(self, job_id: int) -> _Running | None:
+        """Take a job off the running ones (if it is there); its Attempt's deadlines end with it."""
+        running = self.executing.pop(job_id, None)
+        if running is not None:
+            self.deadlines.end(job_id, running.job.attempt)
+        return running
 
     def _buffer(self, job: ClaimedJob, kind: OutcomeKind, message: str) -> None:
         self.buffer.append(
@@ -334,7 +341,7 @@ class NodeDriver:
             if running is None:
                 continue  # finished while the heartbeat was in flight
             if not result.renewed:
-                del self.executing[result.job_id]
+                self._leave(result.job_id)
                 commands.append(cmd.AbandonExecution(job_id=result.job_id))
             elif result.cancel_requested and running.stopping is None:
                 running.stopping = Why.OPERATOR
@@ -349,9 +356,8 @@ class NodeDriver:
         """Fire every deadline ``now`` has passed, those the firing adds among them (a time limit noticed
         late: its grace has run out too)."""
         commands: list[cmd.Command] = []
-        while due := self.deadlines.due(now):
-            for deadline in due:
-                commands += self._fire(deadline, now)
+        while (deadline := self.deadlines.pop_due(now)) is not None:
+            commands += self._fire(deadline, now)
         return commands
 
     def _fire(self, deadline: Deadline, now: datetime) -> list[cmd.Command]:
@@ -363,9 +369,7 @@ class NodeDriver:
             self.given_up = True
             self.buffer.clear()  # their leases lapse; the sweep counts those Attempts
             return self._stop_if_idle()
-        running = self.executing.get(deadline.job_id)
-        if running is None or running.job.attempt != deadline.attempt:
-            return []  # it ended meanwhile
+        running = self.executing[deadline.job_id]  # an Attempt that ended took its deadlines with it
         if deadline.kind is Kind.TIMEOUT:
             # The time limit holds whoever asked first: a handler already asked to stop (by an operator, or
             # the shutdown) is not asked again, but is cut off at the end of the grace all the same. The grace
@@ -377,7 +381,7 @@ class NodeDriver:
             running.stopping = Why.TIMEOUT
             return [cmd.SignalCancellation(job_id=deadline.job_id)]
         # Kind.ABANDON: the handler did not stop within the grace. Cut it off first, then end its Attempt.
-        del self.executing[deadline.job_id]
+        self._leave(deadline.job_id)
         self._buffer(running.job, *_stopped_ending(running))
         commands: list[cmd.Command] = [cmd.AbandonExecution(job_id=deadline.job_id)]
         if len(self.buffer) >= self.config.max_outcome_batch or not self.executing:
@@ -474,7 +478,7 @@ class NodeDriver:
             self.deadlines.add(now + FINAL_FLUSH_WINDOW, Kind.GIVE_UP)
         commands: list[cmd.Command] = []
         for job_id, running in list(self.executing.items()):
-            del self.executing[job_id]
+            self._leave(job_id)
             commands.append(cmd.AbandonExecution(job_id=job_id))
             self._buffer(running.job, *_stopped_ending(running))
         return commands + self._flush() + self._stop_if_idle()

@@ -54,6 +54,9 @@ INVARIANTS: dict[str, str] = {
     "ShutdownBounded": "a Pump asked to shut down stops within its grace and the Driver's windows (plus the "
     "node's 5 s of slack), unless its loop was frozen meanwhile",
     "PumpLoopSound": "the Driver never raises on the events the Shell feeds it",
+    "DeadlinesFollowAttempts": "a Driver keeps time-limit deadlines only for the Attempts it runs (an "
+    "Attempt that ends takes its deadlines with it), and holds at most twice as many entries as those, plus "
+    "a fixed slack",
     "StoreSound": "the store raises nothing but the faults injected into it",
     "NoLivelock": "a run ends within its action budget (no loop at a standstill in virtual time)",
     "DrainLiveness": "once the faults heal, every job is terminal within the drain bound",

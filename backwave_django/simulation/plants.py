@@ -17,7 +17,8 @@ from typing import Any
 from ..core import commands as cmd
 from ..core import events as ev
 from ..core import maintenance as maintenance_module
-from ..core.driver import NodeDriver
+from ..core.deadlines import PER_ATTEMPT, Deadline
+from ..core.driver import NodeDriver, _Running
 from ..core.records import OutcomeKind, OutcomeReport
 from ..core.retention import PurgeRule
 from ..core.retry import MAX_ATTEMPTS_LIMIT, RetryPolicy
@@ -58,6 +59,21 @@ class _ForgetsReservations(NodeDriver):
         if plan:
             commands.append(self._issue(plan[0]))
         return commands
+
+
+class _DeadlinesOutliveAttempts(NodeDriver):
+    """The Driver as it was before the time limit of an Attempt that ended was dropped with it: every limit
+    stays in the heap until it comes due, and is skipped then (a pump holds one per job it ran in the last
+    half hour)."""
+
+    def _leave(self, job_id: int) -> _Running | None:
+        return self.executing.pop(job_id, None)
+
+    def _fire(self, deadline: Deadline, now: datetime) -> list[cmd.Command]:
+        running = self.executing.get(deadline.job_id)
+        if deadline.kind in PER_ATTEMPT and (running is None or running.job.attempt != deadline.attempt):
+            return []
+        return super()._fire(deadline, now)
 
 
 class _SweepIgnoresCeiling(MemoryStore):
@@ -254,6 +270,11 @@ PLANTS = (
         name="claim-forgets-reservations",
         description="the Driver sizes claims without the slots a claim in flight reserved",
         driver_class=_ForgetsReservations,
+    ),
+    Plant(
+        name="deadlines-outlive-attempts",
+        description="an Attempt that ends leaves its time limit in the Driver's heap until it comes due",
+        driver_class=_DeadlinesOutliveAttempts,
     ),
     Plant(
         name="sweep-ignores-max-attempts",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from ..core import commands as cmd
 from ..core import events as ev
+from ..core.deadlines import COMPACT_SLACK, Kind
 from ..core.driver import DriverConfig, NodeDriver
 from ..core.health import Health
 from ..core.replies import STORE_COMMANDS, unissued
@@ -215,6 +216,7 @@ class SimPump:
             raise
         except Exception as exc:
             self.sim.checker.fail("PumpLoopSound", f"{self.worker_id}: the Driver raised {exc!r} on {event}")
+        self._check_deadlines()
         self.sim.steps += 1
         if self.sim.tracing:
             self.sim.note(self.site, "<- " + trace.event(event))
@@ -223,6 +225,17 @@ class SimPump:
         self.busy = True
         self._commands, self._position, self._produced, self._faulted = commands, 0, [], False
         self._continue()
+
+    def _check_deadlines(self) -> None:
+        deadlines, executing = self.driver.deadlines, self.driver.executing
+        running = {(job_id, run.job.attempt) for job_id, run in executing.items()}
+        kept = deadlines.attempts()
+        if not kept <= running or len(deadlines) > 2 * len(running) + COMPACT_SLACK + len(Kind):
+            self.sim.checker.fail(
+                "DeadlinesFollowAttempts",
+                f"{self.worker_id}: deadlines for {sorted(kept - running)} (not running), "
+                f"{len(deadlines)} entries for {len(running)} running",
+            )
 
     def _continue(self) -> None:
         if not self.alive:

@@ -305,6 +305,14 @@ class RaisesWhenIdle(NodeDriver):
         return super().step(event)
 
 
+class HoardsDeadlines(NodeDriver):
+    """Adds a deadline that never comes due on every step: the heap grows with the steps, not the Attempts."""
+
+    def step(self, event: ev.Event) -> list[cmd.Command]:
+        self.deadlines.add(datetime.max.replace(tzinfo=UTC), Kind.GIVE_UP)
+        return super().step(event)
+
+
 class FencesEveryone(MemoryStore):
     @staticmethod
     def _holds(lease: LeaseView | None, worker_id: str, attempt: int, now: datetime) -> bool:
@@ -330,6 +338,7 @@ SHELL_SIDE: dict[str, tuple[int, Plant]] = {
     "ShutdownBounded": (15, Plant(name="no stop", description="", driver_class=NeverStops)),
     "StatusFinal": (3, Plant(name="status after stop", description="", driver_class=StatusAfterStop)),
     "PumpLoopSound": (0, Plant(name="raises", description="", driver_class=RaisesWhenIdle)),
+    "DeadlinesFollowAttempts": (0, Plant(name="hoards", description="", driver_class=HoardsDeadlines)),
     "FenceAdmitsHolder": (0, Plant(name="fences all", description="", store_class=FencesEveryone)),
     "StoreSound": (0, Plant(name="store bug", description="", store_class=BreaksOnClaim)),
 }

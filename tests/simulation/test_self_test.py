@@ -15,6 +15,7 @@ from backwave_django.simulation.run import run
 SEEDS = {
     "fence-ignores-attempt": (111, "OutcomeFromLeaseHolder"),
     "claim-forgets-reservations": (10, "PumpPoolBound"),
+    "deadlines-outlive-attempts": (0, "DeadlinesFollowAttempts"),
     "sweep-ignores-max-attempts": (17, "AttemptCeiling"),
     "release-charges-attempt": (61, "AttemptAccounting"),
     "paused-queue-claimed": (3, "PausedQueueNotClaimed"),

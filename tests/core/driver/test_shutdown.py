@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from backwave_django.core.driver import FINAL_FLUSH_WINDOW, STOP_WINDOW
+from backwave_django.core.driver import FINAL_FLUSH_WINDOW, STOP_WINDOW, TIMEOUT_GRACE
 
 from .helpers import (
     EVERY_EVENT,
@@ -25,6 +25,7 @@ from .helpers import (
     failed,
     fault,
     heartbeat,
+    job,
     lost,
     ok,
     poll,
@@ -44,6 +45,7 @@ from .helpers import (
 
 WINDOW = STOP_WINDOW.total_seconds()
 FINAL = FINAL_FLUSH_WINDOW.total_seconds()
+GRACE = TIMEOUT_GRACE.total_seconds()
 
 DRAIN = [
     scenario(
@@ -205,6 +207,17 @@ AFTER_THE_GRACE = [
             *RUNNING_1_2,
             (shutdown(grace=1), [wake(1)]),
             (timer(10), [*signal(1, 2), *abandon(1, 2), report(released(1), released(2)), wake(10 + FINAL)]),
+        ],
+    ),
+    scenario(
+        "a time limit passed behind the cut-off, while the loop was held up, does not fire for a handler the "
+        "cut-off already ended",
+        [
+            (poll(), [claim(3)]),
+            (claimed(job(1, timeout=8)), [*execute(job(1, timeout=8), cut_off=8 + GRACE), wake(8)]),
+            (shutdown(grace=1), [wake(1)]),
+            (timer(20), [*signal(1), *abandon(1), report(released(1)), wake(20 + FINAL)]),
+            (reported(applied=[1], s=20), STOPPED),
         ],
     ),
 ]

@@ -148,11 +148,11 @@ AT_THE_TIMEOUT = [
         ],
     ),
     scenario(
-        "a handler that ends before its timeout leaves a deadline that is skipped",
+        "a handler that ends before its timeout takes its deadline with it",
         [*RUNNING_1, (succeeded(1, s=5), [report(ok(1))]), (timer(10), [])],
     ),
     scenario(
-        "a handler whose lease was lost leaves a deadline that is skipped",
+        "a handler whose lease was lost takes its deadline with it",
         [*RUNNING_1, (beat_done(lost(1), s=5), abandon(1)), (timer(10), [])],
     ),
     scenario(
@@ -162,8 +162,8 @@ AT_THE_TIMEOUT = [
             (succeeded(1, s=1), [report(ok(1))]),
             (reported(applied=[1], s=1), [REPOLL]),
             (poll(s=5), [claim(3)]),
-            (claimed(job(1, attempt=2), s=5), execute(job(1, attempt=2), cut_off=15 + GRACE)),
-            (timer(10), [wake(15)]),
+            (claimed(job(1, attempt=2), s=5), [*execute(job(1, attempt=2), cut_off=15 + GRACE), wake(15)]),
+            (timer(10), []),  # the first Attempt's deadline ended with it: no wake-up was asked for 10
             (timer(15), [*signal(1), wake(15 + GRACE)]),
         ],
     ),
@@ -234,8 +234,9 @@ ALREADY_ASKED = [
             *RUNNING_1,
             (shutdown(grace=0, s=9), signal(1)),  # the timeout's wake-up comes first
             (timer(10), [wake(9 + WINDOW)]),
-            (timer(9 + WINDOW), [*abandon(1), report(released(1)), wake(10 + GRACE)]),
-            (timer(10 + GRACE), [wake(9 + WINDOW + FINAL)]),  # its timeout's grace: skipped, it was cut off
+            # cut off, it takes its timeout's grace with it: the next wake-up is the final flush window's end
+            (timer(9 + WINDOW), [*abandon(1), report(released(1)), wake(9 + WINDOW + FINAL)]),
+            (timer(10 + GRACE), []),
             (reported(applied=[1], s=12), STOPPED),
         ],
     ),
