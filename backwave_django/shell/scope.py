@@ -52,34 +52,43 @@ class AttemptRevoked(Exception):
 
 class DatabaseGuard:
     """Sits on the database connections of one Attempt's thread; :meth:`revoke` (from another thread) stops
-    every statement they send from then on."""
+    every statement they send from then on.
+
+    A worker thread's connections are watched once, for the thread's life (Django keeps one connection
+    wrapper per alias and thread), by a check that asks the guard on duty in that thread; :meth:`install`
+    puts this guard on duty and :meth:`uninstall` takes it off, so an Attempt costs two assignments instead of
+    hooking and unhooking every connection. Connections an async Attempt's own thread opens are hooked as they
+    open (:meth:`adopt`), and unhooked when it ends."""
 
     def __init__(self, job_id: int) -> None:
         self.job_id = job_id
         self.revoked = False
         self.sessions: list[Any] = []  # this thread's Django connection wrappers
+        self._adopted: list[Any] = []
         self._revoking = threading.Lock()
 
     def install(self) -> None:
         """In the handler's thread, before it runs."""
-        self.sessions = list(connections.all())
-        for session in self.sessions:
-            session.execute_wrappers.append(self._check)
-            session.commit = self._guarded_commit(session.commit)  # shadows the method on this wrapper only
+        self.sessions = _watched_sessions()
+        _on_duty.guard = self
 
     def adopt(self, session: Any) -> None:
         """A connection an async Attempt's thread opened: guard it too (from ``connection_created``)."""
         if session not in self.sessions:
             self.sessions.append(session)
+            self._adopted.append(session)
             session.execute_wrappers.append(self._check)
-            session.commit = self._guarded_commit(session.commit)
+            session.commit = _guarded_commit(self._refuse_if_revoked, session.commit)
 
     def uninstall(self) -> None:
         """In the handler's thread, after it ran."""
-        for session in self.sessions:
+        if getattr(_on_duty, "guard", None) is self:
+            _on_duty.guard = None
+        for session in self._adopted:
             if self._check in session.execute_wrappers:
                 session.execute_wrappers.remove(self._check)
             vars(session).pop("commit", None)
+        self._adopted = []
 
     def _refuse_if_revoked(self) -> None:
         if self.revoked:
@@ -91,13 +100,6 @@ class DatabaseGuard:
     def _check(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
         self._refuse_if_revoked()
         return execute(sql, params, many, context)
-
-    def _guarded_commit(self, commit: Callable[[], None]) -> Callable[[], None]:
-        def guarded() -> None:
-            self._refuse_if_revoked()
-            commit()
-
-        return guarded
 
     def revoke(self, cut_off: Callable[[Sequence[Any]], None]) -> None:
         """From the Pump's thread (or its cut-off alarm): refuse further statements and commits, then let the
@@ -125,6 +127,42 @@ class _Unguarded(DatabaseGuard):
 
 
 UNGUARDED = _Unguarded(0)
+
+#: Per worker thread: ``guard``, the guard of the Attempt it runs (None between Attempts), and ``sessions``,
+#: its connection wrappers, watched since its first Attempt.
+_on_duty = threading.local()
+
+
+def _watched_sessions() -> list[Any]:
+    """This thread's connection wrappers, watched by :func:`_check_on_duty` (hooked at the first call)."""
+    sessions: list[Any] | None = getattr(_on_duty, "sessions", None)
+    if sessions is None:
+        sessions = _on_duty.sessions = list(connections.all())
+        for session in sessions:
+            session.execute_wrappers.append(_check_on_duty)
+            session.commit = _guarded_commit(_refuse_if_duty_revoked, session.commit)
+    return sessions
+
+
+def _refuse_if_duty_revoked() -> None:
+    guard: DatabaseGuard | None = getattr(_on_duty, "guard", None)
+    if guard is not None:
+        guard._refuse_if_revoked()
+
+
+def _check_on_duty(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+    _refuse_if_duty_revoked()
+    return execute(sql, params, many, context)
+
+
+def _guarded_commit(refuse: Callable[[], None], commit: Callable[[], None]) -> Callable[[], None]:
+    """``commit`` behind ``refuse`` (Django sends COMMIT past the execute wrappers)."""
+
+    def guarded() -> None:
+        refuse()
+        commit()
+
+    return guarded
 
 
 @value
