@@ -117,8 +117,8 @@ def _guard(wrapper: Any) -> None:
     timeout = float(wrapper.settings_dict.get("OPTIONS", {}).get("timeout", DEFAULT_TIMEOUT))
     wrapper._backwave_gate = gate
     wrapper.execute_wrappers.append(_gated(gate, wrapper, timeout))
-    for name in ("_commit", "_rollback", "_close"):
-        setattr(wrapper, name, _leaving(gate, wrapper, getattr(wrapper, name)))
+    for ending in ("_commit", "_rollback", "_close"):
+        setattr(wrapper, ending, _leaving(gate, wrapper, getattr(wrapper, ending)))
 
 
 def _gated(gate: Gate, wrapper: Any, timeout: float) -> Callable[..., Any]:
