@@ -153,3 +153,12 @@ def test_an_attempt_with_two_deadlines_ends_both_even_when_one_is_compacted_away
     deadlines.end(1, 1)
     assert len(deadlines) <= COMPACT_SLACK + 1
     assert due(deadlines, at(10**6)) == []
+
+
+def test_the_attempts_whose_deadlines_still_apply_leave_out_ended_ones_and_the_shutdown():
+    deadlines = Deadlines()
+    deadlines.add(at(10), Kind.TIMEOUT, job_id=7, attempt=1)
+    deadlines.add(at(20), Kind.TIMEOUT, job_id=8, attempt=2)
+    deadlines.add(at(30), Kind.GRACE)
+    deadlines.end(8, 2)
+    assert deadlines.attempts() == {(7, 1)}
