@@ -3,9 +3,9 @@
 A min-heap of (time, kind, job id, attempt), so adding and firing are both O(log n). The Driver asks the
 Shell to wake it at the earliest time (``WakeAt``) and fires whatever is due on every event it sees.
 
-An Attempt that ends takes its deadline with it (:meth:`Deadlines.end`). The entry is marked void, not dug out
-of the heap; a void entry at the top is dropped at once, so ``earliest`` and ``due`` never see one, and the
-heap is rebuilt without them once they are half of it. Without that, a pump that runs a thousand jobs a
+An Attempt that ends takes its deadlines with it (:meth:`Deadlines.end`). They are marked void, not dug out
+of the heap; a void entry at the top is dropped at once, so ``earliest`` and ``pop_due`` never see one, and
+the heap is rebuilt without them once they are half of it. Without that, a pump that runs a thousand jobs a
 second under the default 30-minute time limit would hold 1.8 million dead entries.
 """
 
