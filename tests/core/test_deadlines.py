@@ -66,7 +66,10 @@ def test_an_earlier_deadline_added_later_becomes_the_earliest():
 def test_deadlines_order_by_time_then_by_when_they_were_added_never_by_what_they_are_for():
     assert Deadline(at(1), 5, Kind.GIVE_UP) < Deadline(at(2), 0, Kind.TIMEOUT)
     assert Deadline(at(1), 0, Kind.GIVE_UP) < Deadline(at(1), 1, Kind.TIMEOUT)
-    assert Deadline(at(1), 0, Kind.GIVE_UP, job_id=1) == Deadline(at(1), 0, Kind.TIMEOUT, job_id=2)
+    deadlines = Deadlines()
+    for kind in (Kind.GIVE_UP, Kind.TIMEOUT, Kind.ABANDON):
+        deadlines.add(at(1), kind, job_id=1, attempt=1)
+    assert [d.seq for d in due(deadlines, at(1))] == [0, 1, 2]
 
 
 def test_an_attempt_that_ends_takes_its_deadlines_with_it():
