@@ -31,33 +31,43 @@ class AttemptScope:
     """
 
     def __init__(self) -> None:
-        self._stack = ExitStack()
-        self._resources: dict[Callable[[], Any], Any] = {}
+        # Made when something is first registered: most Attempts register nothing, and an ExitStack and a
+        # dict for each of them was a tenth of what the Pump spends preparing one.
+        self._stack: ExitStack | None = None
+        self._resources: dict[Callable[[], Any], Any] | None = None
         self.used = False  #: something was registered: closing it is more than a no-op
 
-    def callback(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+    def _used(self) -> ExitStack:
         self.used = True
-        self._stack.callback(fn, *args, **kwargs)
+        if self._stack is None:
+            self._stack = ExitStack()
+        return self._stack
+
+    def callback(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+        self._used().callback(fn, *args, **kwargs)
 
     def enter_context(self, manager: AbstractContextManager[T]) -> T:
-        self.used = True
-        return self._stack.enter_context(manager)
+        return self._used().enter_context(manager)
 
     def resource(self, factory: Callable[[], T]) -> T:
-        self.used = True
+        stack = self._used()
+        if self._resources is None:
+            self._resources = {}
         if factory not in self._resources:
             value = factory()
             if isinstance(value, AbstractContextManager):
-                value = self._stack.enter_context(value)
+                value = stack.enter_context(value)
             elif callable(getattr(value, "close", None)):
-                self._stack.callback(value.close)  # type: ignore[attr-defined]
+                stack.callback(value.close)  # type: ignore[attr-defined]
             self._resources[factory] = value
         return self._resources[factory]  # type: ignore[no-any-return]
 
     def close(self) -> None:
         """Release everything registered, last first. Called by the Pump when the Attempt ends."""
-        self._resources.clear()
-        self._stack.close()
+        if self._resources is not None:
+            self._resources.clear()
+        if self._stack is not None:
+            self._stack.close()
 
 
 class StopSignal:
