@@ -5,10 +5,10 @@ when told to, both clocks together."""
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Protocol
 
-from django.utils import timezone
+from django.conf import settings
 
 
 class Clock(Protocol):
@@ -18,8 +18,14 @@ class Clock(Protocol):
 
 
 class SystemClock:
+    """``django.utils.timezone.now()``, with ``USE_TZ`` read once (the Pump reads the clock several times for
+    every job, and each reading of a setting goes through Django's lazy settings object)."""
+
+    def __init__(self) -> None:
+        self._zone: tzinfo | None = UTC if settings.USE_TZ else None
+
     def now(self) -> datetime:
-        return timezone.now()
+        return datetime.now(self._zone)
 
     def monotonic(self) -> float:
         return time.monotonic()
