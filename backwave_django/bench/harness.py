@@ -23,10 +23,11 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
+from queue import SimpleQueue
 from typing import Any
 
 from django.db import DatabaseError, connection, connections
@@ -58,7 +59,7 @@ class Options:
     poll_interval: float = 0.05
     runs: int = 3
     latency_jobs: int = 200
-    latency_spacing: float = 0.01
+    latency_spacing: float = 0.05
     scale_rows: int = 0  # 0 skips the claim-cost-at-scale figure
     purge_rows: int = 1_000_000  # finished rows for the purge figure
     purging: bool = False  # the workers also serve the history queue, purging it by retention
@@ -164,8 +165,10 @@ RETENTION_KEEP_ALL = {"SUCCEEDED": None, "FAILED": None}
 RETENTION_PURGING = {"SUCCEEDED": 86400, "FAILED": None}
 
 
-def worker_command(options: Options) -> tuple[list[str], dict[str, str]]:
-    """``python -m django backwave_bench --worker ...`` with this process's settings module and path."""
+def worker_command(options: Options, *, probes: bool = False) -> tuple[list[str], dict[str, str]]:
+    """``python -m django backwave_bench --worker ...`` with this process's settings module and path.
+    ``probes``: the worker prints when it hears a wake-up hint and when a claim leases a job (the pickup's
+    stages)."""
     from django.conf import settings
 
     env = {
@@ -184,14 +187,15 @@ def worker_command(options: Options) -> tuple[list[str], dict[str, str]]:
         "PREPARED_STATEMENTS": ours.prepared_statements,
         "TRACING": options.tracing,
         "TRANSITION_RECEIVER": options.transition_receiver,
+        "PROBES": probes,
     }
     return [sys.executable, "-m", "django", "backwave_bench", "--worker", json.dumps(spec)], env
 
 
 @contextmanager
-def workers(options: Options) -> Iterator[list[subprocess.Popen[str]]]:
+def workers(options: Options, *, probes: bool = False) -> Iterator[list[subprocess.Popen[str]]]:
     """Start ``options.processes`` worker processes and wait until each says it is ready."""
-    command, env = worker_command(options)
+    command, env = worker_command(options, probes=probes)
     errors = tempfile.TemporaryFile("w+")  # noqa: SIM115  (closed in the finally below)
     procs = [
         subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=errors, text=True, bufsize=1)
@@ -220,8 +224,9 @@ def workers(options: Options) -> Iterator[list[subprocess.Popen[str]]]:
 
 
 def worker_stats(procs: list[subprocess.Popen[str]]) -> dict[str, float]:
-    """After the workers exit: statements they ran and their peak RSS, from their last output line."""
-    statements, rss, transitions = 0, 0, 0
+    """After the workers exit: statements they ran, the CPU time they used while serving, and their peak RSS,
+    from their last output line."""
+    statements, rss, transitions, cpu = 0, 0, 0, 0.0
     for proc in procs:
         assert proc.stdout is not None
         for line in proc.stdout.read().splitlines():
@@ -230,8 +235,11 @@ def worker_stats(procs: list[subprocess.Popen[str]]) -> dict[str, float]:
                 statements += stats["statements"]
                 rss = max(rss, stats["max_rss_kb"])
                 transitions += stats.get("heard", 0)
+                cpu += stats["cpu_s"]
         proc.stdout.close()
-    return {"statements": statements, "peak_rss_mb": rss / 1024, "transitions_heard": transitions}
+    return {
+        "statements": statements, "peak_rss_mb": rss / 1024, "transitions_heard": transitions, "cpu_s": cpu
+    }  # fmt: skip
 
 
 def enqueue_once(options: Options) -> tuple[float, float]:
@@ -306,6 +314,7 @@ def drain_once(options: Options) -> dict[str, float]:
         "statements_per_job": stats["statements"] / options.jobs,
         "peak_rss_mb": stats["peak_rss_mb"],
         "transitions_heard_per_job": stats["transitions_heard"] / options.jobs,
+        "worker_cpu_us_per_job": stats["cpu_s"] / options.jobs * 1e6,
     }
 
 
@@ -332,34 +341,70 @@ def drain(options: Options) -> dict[str, float]:
     return figures
 
 
+#: Where a pickup's time goes: each stage is the time between two marks. ``call``: just before the enqueue
+#: call, in the bench's process; ``commit``: the call returned (autocommit: the job is committed); ``hint``:
+#: the worker's listener heard the NOTIFY (which can come before the enqueuing client hears its commit);
+#: ``claim``: the claim that leased the job committed (its job_transitioned, on the Pump's thread);
+#: ``start``: the handler began, in a pool thread.
+PICKUP_STAGES = {
+    "enqueue": ("call", "commit"),
+    "hint": ("call", "hint"),
+    "claim": ("hint", "claim"),
+    "start": ("claim", "start"),
+}
+
+
 def pickup_latency(options: Options) -> dict[str, float]:
+    """One job at a time into an idle worker process, ``latency_spacing`` apart: from just before the enqueue
+    call to the handler's start (p50, p99, max), and the median of each of :data:`PICKUP_STAGES`."""
     reset(options)
     stamp = jobs.register().stamp.using(queue=bench_queues(options)[0])
     single = Options(**{**asdict(options), "processes": 1})
-    committed: dict[int, float] = {}
-    latencies: list[float] = []
-    with workers(single) as procs:
+    marks: dict[int, dict[str, float]] = {}
+    with workers(single, probes=True) as procs:
+        output = procs[0].stdout
+        assert output is not None
+        lines: SimpleQueue[str] = SimpleQueue()  # read as it comes: a full pipe would stall the worker
+        threading.Thread(target=_forward, args=(output, lines), daemon=True).start()
         time.sleep(0.5)  # idle: the first polls have come and gone
         for _ in range(options.latency_jobs):
+            call = time.time()
             created = stamp.enqueue()
-            committed[created.id] = time.time()  # autocommit: the job is committed once enqueue returns
+            marks[created.id] = {"call": call, "commit": time.time()}
             time.sleep(options.latency_spacing)
-        proc = procs[0]
-        assert proc.stdout is not None
-        while len(latencies) < options.latency_jobs:
-            line = proc.stdout.readline()
+        hints: list[float] = []
+        started = 0
+        while started < options.latency_jobs:
+            line = lines.get(timeout=60)
             if not line:
                 raise RuntimeError("the latency worker stopped early")
-            if line.startswith("BWSTART "):
-                _, job_id, started = line.split()
-                latencies.append((float(started) - committed[int(job_id)]) * 1000)
-    latencies.sort()
-
-    def rank(p: float) -> float:  # nearest rank
-        return latencies[max(0, min(len(latencies) - 1, round(p * len(latencies) + 0.5) - 1))]
-
+            what, *rest = line.split()
+            if what == "BWHINT":
+                hints.append(float(rest[0]))
+            elif what in ("BWCLAIM", "BWSTART"):
+                marks[int(rest[0])]["claim" if what == "BWCLAIM" else "start"] = float(rest[1])
+                started += what == "BWSTART"
     reset(options)
-    return {"p50_ms": rank(0.50), "p99_ms": rank(0.99), "max_ms": latencies[-1]}
+    for mark in marks.values():  # the hint a job woke the worker with: the first heard after its call began
+        mark["hint"] = next((h for h in hints if h >= mark["call"]), mark.get("claim", mark["start"]))
+    totals = sorted((m["start"] - m["call"]) * 1000 for m in marks.values())
+    figures = {"p50_ms": _rank(totals, 0.50), "p99_ms": _rank(totals, 0.99), "max_ms": totals[-1]}
+    for stage, (since, until) in PICKUP_STAGES.items():
+        spans = sorted((m[until] - m[since]) * 1000 for m in marks.values() if until in m)
+        figures[f"{stage}_p50_ms"] = _rank(spans, 0.50) if spans else float("nan")
+    return figures
+
+
+def _forward(output: Iterable[str], lines: SimpleQueue[str]) -> None:
+    """Every line of a worker's output onto ``lines``, then an empty one when it ends."""
+    for line in output:
+        lines.put(line)
+    lines.put("")
+
+
+def _rank(ordered: list[float], p: float) -> float:
+    """The nearest-rank percentile of sorted values."""
+    return ordered[max(0, min(len(ordered) - 1, round(p * len(ordered) + 0.5) - 1))]
 
 
 def fill_succeeded(options: Options, rows: int, *, age: timedelta = timedelta(0)) -> None:
@@ -438,6 +483,29 @@ def connect_counting_receiver() -> None:
     job_transitioned.connect(count, weak=False, dispatch_uid="backwave.bench.count")
 
 
+def connect_pickup_probes(queues: Sequence[str]) -> None:
+    """Print when a wake-up hint for ``queues`` is heard (on the listener's thread) and when a claim leases a
+    job (after its commit, on the Pump's thread), for the stages of the pickup latency."""
+    from .. import wakeups
+    from ..signals import job_transitioned
+
+    def hint() -> None:
+        jobs.say(f"BWHINT {time.time():.6f}")
+
+    def leased(sender: Any, *, job_id: int, to_state: str, **kwargs: Any) -> None:
+        if to_state == "leased":
+            jobs.say(f"BWCLAIM {job_id} {time.time():.6f}")
+
+    wakeups.subscribe(queues, hint)
+    job_transitioned.connect(leased, weak=False, dispatch_uid="backwave.bench.probes")
+
+
+def _cpu_seconds() -> float:
+    """The CPU time this process has used, user and system, all threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_worker(spec: dict[str, Any]) -> None:
     """The ``--worker`` mode: one process running the bench groups until SIGTERM, counting statements. Its
     settings are passed to the Node, never written into ``settings.BACKWAVE``."""
@@ -473,11 +541,15 @@ def run_worker(spec: dict[str, Any]) -> None:
     connections.create_connection = instrumented  # type: ignore[method-assign]
     node = Node(list(settings.groups), settings=settings)
     node.start()
+    if spec.get("PROBES"):  # after the Pumps subscribed: a hint wakes them before it is printed
+        connect_pickup_probes(next(iter(settings.groups.values())).queues)
+    ready = _cpu_seconds()
     sys.stdout.write("READY\n")
     sys.stdout.flush()
     stop.wait()
     node.stop(grace=10)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    stats = {"statements": statements, "max_rss_kb": rss, "heard": sum(heard.values())}
+    cpu = _cpu_seconds() - ready  # what serving cost, start-up left out
+    stats = {"statements": statements, "max_rss_kb": rss, "heard": sum(heard.values()), "cpu_s": cpu}
     sys.stdout.write("STATS " + json.dumps(stats) + "\n")
     sys.stdout.flush()

@@ -29,9 +29,13 @@ async def _async_sleep(ms: float) -> None:
 
 def _stamp(context: JobContext) -> None:
     """Prints when the handler started, for the pickup latency (the bench reads the worker's stdout)."""
-    started = time.time()
+    say(f"BWSTART {context.job_id} {time.time():.6f}")
+
+
+def say(line: str) -> None:
+    """One line to the bench, whole, from any thread."""
     with _print_lock:
-        sys.stdout.write(f"BWSTART {context.job_id} {started:.6f}\n")
+        sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
 

@@ -24,7 +24,11 @@ def test_a_tiny_benchmark_run_measures_every_figure(capsys, monkeypatch):
     figures = results["figures"]
     assert figures["enqueue"]["single_per_s"] > 0 and figures["enqueue"]["bulk_per_s"] > 0
     assert figures["drain"]["jobs_per_s"] > 0 and figures["drain"]["statements_per_job"] > 0
+    assert figures["drain"]["worker_cpu_us_per_job"] > 0
     assert 0 <= figures["latency"]["p50_ms"] <= figures["latency"]["p99_ms"] <= figures["latency"]["max_ms"]
+    stages = {stage: figures["latency"][f"{stage}_p50_ms"] for stage in ("enqueue", "hint", "claim", "start")}
+    assert stages["enqueue"] > 0 and stages["start"] >= 0, stages  # every stage measured: none is NaN
+    assert all(median == median for median in stages.values()), stages
     assert figures["scale"]["ratio"] > 0
     assert results["machine"]["cores"] >= 1 and results["machine"]["database"]
     assert results["settings"]["groups"] == 2

@@ -118,13 +118,19 @@ class Command(BaseCommand):
                 f"(runs {figure['runs']}); "
                 f"{figure['statements_per_job']:.2f} statements/job; "
                 f"{figure['transitions_heard_per_job']:.2f} transitions heard/job; "
+                f"worker CPU {figure['worker_cpu_us_per_job']:.0f} µs/job; "
                 f"worker peak RSS {figure['peak_rss_mb']:.0f} MB"
             )
         if "latency" in opts.figures:
             figure = results.figures["latency"] = bench.pickup_latency(opts)
             say(
-                f"pickup latency (idle, hints on): p50 {figure['p50_ms']:.1f} ms, "
-                f"p99 {figure['p99_ms']:.1f} ms, max {figure['max_ms']:.1f} ms"
+                "pickup latency (idle, hints on, from just before the enqueue call in this process to the "
+                f"handler's start in the worker's): p50 {figure['p50_ms']:.1f} ms, "
+                f"p99 {figure['p99_ms']:.1f} ms, max {figure['max_ms']:.1f} ms; medians: "
+                + ", ".join(
+                    f"{since}→{until} {figure[f'{stage}_p50_ms']:.2f} ms"
+                    for stage, (since, until) in bench.PICKUP_STAGES.items()
+                )
             )
         if "scale" in opts.figures and opts.scale_rows:
             bench.fill_succeeded(opts, opts.scale_rows)
