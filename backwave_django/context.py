@@ -32,7 +32,7 @@ class AttemptScope:
 
     def __init__(self) -> None:
         # Made when something is first registered: most Attempts register nothing, and an ExitStack and a
-        # dict for each of them was a tenth of what the Pump spends preparing one.
+        # dict made for each of them were 2 % of a worker's CPU in a drain of noop jobs.
         self._stack: ExitStack | None = None
         self._resources: dict[Callable[[], Any], Any] | None = None
         self.used = False  #: something was registered: closing it is more than a no-op
