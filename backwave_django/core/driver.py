@@ -19,6 +19,7 @@ from . import commands as cmd
 from . import events as ev
 from .deadlines import Deadline, Deadlines, Kind
 from .dispatch import PlannedClaim, Policy
+from .elastic import Starvation
 from .health import Health
 from .maintenance import Maintenance
 from .records import ClaimedJob, OutcomeKind, OutcomeReport
@@ -88,6 +89,7 @@ class NodeDriver:
         # Whether work may be waiting that the last claim left: it came back full (or failed). A claim tries
         # every served queue, so one that came back short found nothing more to lease then.
         self.backlog = True
+        self.starvation = Starvation(wide=min(config.pool_size, config.max_claim_batch))  # for the node
         self.deadlines = Deadlines()
         self.wake_at: datetime | None = None  # the WakeAt last asked for
         self.maintenance = Maintenance(
@@ -229,6 +231,8 @@ class NodeDriver:
             raise AssertionError("a ClaimCompleted arrived with no claim in flight")
         reserved = self.reservations.popleft()
         self.backlog = event.failed or len(event.jobs) >= reserved
+        if not event.failed:
+            self.starvation.observe(reserved, len(event.jobs), event.now)
         commands = [] if event.failed else self._store_recovered()
         if self.grace_over:  # landed after every handler was asked to stop: give these straight back, unrun
             for job in event.jobs:
