@@ -78,6 +78,12 @@ GROUP_KEYS: dict[str, Key] = {
         check="backwave.E019",
         why="Each Pump has its own pool of threads and its own database connection.",
     ),
+    "MAX_PUMPS": Key(
+        kind=Count(low=1, high=64),
+        default=Derived("max(PUMPS, 2)", lambda v: max(v["PUMPS"], 2)),
+        check="backwave.E077",
+        why="It must also be at least PUMPS (backwave.E078).",
+    ),
     "POLL_INTERVAL": Key(
         kind=Duration(low=0.001, high=HOUR),
         default=1.0,
@@ -237,6 +243,7 @@ class GroupSettings:
     weights: tuple[int, ...] | None  # None: the Strict policy
     pool_size: int
     pumps: int
+    max_pumps: int  # under a backlog of short jobs the group grows from pumps up to this (core.elastic)
     poll_interval: timedelta
     lease_duration: timedelta
     heartbeat_interval: timedelta
@@ -331,6 +338,16 @@ def _heartbeat_problems(where: str, group: dict[Any, Any]) -> list[Problem]:
     return [Problem("backwave.E009", msg, hint)]
 
 
+def _max_pumps_problems(where: str, group: dict[Any, Any]) -> list[Problem]:
+    pumps_key, most_key = GROUP_KEYS["PUMPS"], GROUP_KEYS["MAX_PUMPS"]
+    pumps, most = group.get("PUMPS", pumps_key.default), group.get("MAX_PUMPS")
+    if most is None or not (pumps_key.kind.accepts(pumps) and most_key.kind.accepts(most)) or most >= pumps:
+        return []
+    msg = f"{where}: MAX_PUMPS ({most}) is less than PUMPS ({pumps})."
+    hint = "Set MAX_PUMPS to PUMPS for a fixed number of Pumps, or higher to let a backlog add Pumps."
+    return [Problem("backwave.E078", msg, hint)]
+
+
 def _group_problems(name: Any, group: Any) -> list[Problem]:
     where = f"BACKWAVE['GROUPS'][{shown(name)}]"
     found = []
@@ -344,7 +361,7 @@ def _group_problems(name: Any, group: Any) -> list[Problem]:
     found += _unknown_keys(group, GROUP_KEYS, where, "backwave.E004")
     found += _queue_problems(where, group)
     found += _value_problems(group, GROUP_KEYS, where)
-    return found + _heartbeat_problems(where, group)
+    return found + _heartbeat_problems(where, group) + _max_pumps_problems(where, group)
 
 
 def _groups_problems(groups: Any) -> list[Problem]:

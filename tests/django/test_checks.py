@@ -53,6 +53,10 @@ def ids(settings, value):
         ({"MANIFEST_PATH": 3}, ["backwave.E015"]),
         ({"PREPARED_STATEMENTS": "no"}, ["backwave.E016"]),
         ({"GROUPS": {"g": {"PUMPS": "2"}}}, ["backwave.E019"]),
+        ({"GROUPS": {"g": {"MAX_PUMPS": 0}}}, ["backwave.E077"]),
+        ({"GROUPS": {"g": {"MAX_PUMPS": 65}}}, ["backwave.E077"]),
+        ({"GROUPS": {"g": {"PUMPS": 3, "MAX_PUMPS": 2}}}, ["backwave.E078"]),
+        ({"GROUPS": {"g": {"PUMPS": 2, "MAX_PUMPS": 1}}}, ["backwave.E078"]),
         ({"GROUPS": {"g": {"MAX_CLAIM_BATCH": True}}}, ["backwave.E020"]),
         ({"GROUPS": {"g": {"MAX_OUTCOME_BATCH": 1001}}}, ["backwave.E021"]),
         ({"GROUPS": {"g": {"LEASE_DURATION": 0}}}, ["backwave.E022"]),
@@ -109,13 +113,19 @@ def test_every_error_has_a_hint_that_says_what_to_write(settings):
     assert len(messages) == 3 and all(m.hint.startswith(("Write", "Name", "List")) for m in messages)
 
 
+def test_max_pumps_is_at_least_two_and_at_least_pumps_unless_set(settings):
+    settings.BACKWAVE = {"GROUPS": {"one": {}, "four": {"PUMPS": 4}, "fixed": {"PUMPS": 3, "MAX_PUMPS": 3}}}
+    groups = conf.get().groups
+    assert [(g.pumps, g.max_pumps) for g in groups.values()] == [(1, 2), (4, 4), (3, 3)]
+
+
 def test_no_setting_means_one_default_group_serving_the_default_queue(settings):
     del settings.BACKWAVE
     parsed = conf.get()
     assert list(parsed.groups) == ["default"]
     group = parsed.groups["default"]
     assert group.queues == ("default",)
-    assert (group.pool_size, group.pumps, group.max_claim_batch) == (20, 1, 32)
+    assert (group.pool_size, group.pumps, group.max_pumps, group.max_claim_batch) == (20, 1, 2, 32)
     assert group.lease_duration == dt.timedelta(seconds=60)
     assert group.heartbeat_interval == dt.timedelta(seconds=20)
     assert parsed.retry.max_attempts == 10

@@ -182,7 +182,7 @@ def test_the_default_group_has_every_default():
     seconds = dt.timedelta(seconds=1)
     assert dataclasses.asdict(conf.default_group_settings("batch")) == {
         "name": "batch", "queues": ("default",), "weights": None,
-        "pool_size": 20, "pumps": 1, "max_claim_batch": 32, "max_outcome_batch": 32,
+        "pool_size": 20, "pumps": 1, "max_pumps": 2, "max_claim_batch": 32, "max_outcome_batch": 32,
         "poll_interval": seconds, "lease_duration": 60 * seconds, "heartbeat_interval": 20 * seconds,
         "maintenance_interval": 5 * seconds, "shutdown_grace": 30 * seconds, "timeout": 1800 * seconds,
     }  # fmt: skip
