@@ -343,6 +343,9 @@ class JobStore(Protocol):
 
     using: str  #: the Django database alias, or a name for stores without one
     supports_transactional_enqueue: bool
+    #: The database takes one writer at a time (SQLite): a backlog never adds a Pump (``core.elastic``), since
+    #: a second Pump's writes would only wait for the first's.
+    one_writer_at_a_time: bool
 
     # -- jobs in ------------------------------------------------------------------------------------
 
@@ -487,6 +490,10 @@ class JobStore(Protocol):
 
     def forget_pumps(self, *, silent_since: datetime) -> int:
         """Delete the status of pumps that have not recorded one since ``silent_since``."""
+        ...
+
+    def forget_pump(self, worker_id: str) -> bool:
+        """Delete the status of one pump (an added Pump that let go, ``core.elastic``); whether it had one."""
         ...
 
     # -- reads --------------------------------------------------------------------------------------

@@ -67,6 +67,7 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
     """The Storage Contract over one Django database alias."""
 
     supports_transactional_enqueue = True
+    one_writer_at_a_time = False
 
     def __init__(self, using: str = "default") -> None:
         self.using = using
@@ -631,6 +632,9 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
     def forget_pumps(self, *, silent_since: datetime) -> int:
         stale = PumpStatus.objects.using(self.using).filter(last_beat_at__lt=silent_since)
         return int(stale.delete()[0])
+
+    def forget_pump(self, worker_id: str) -> bool:
+        return bool(PumpStatus.objects.using(self.using).filter(worker_id=worker_id).delete()[0])
 
     # -- reads -------------------------------------------------------------------------------------
 

@@ -141,6 +141,7 @@ class MemoryStore(MemorySchedulingMixin, MemoryDependencyMixin):
     """The Storage Contract in memory."""
 
     supports_transactional_enqueue = False
+    one_writer_at_a_time = False
 
     def __init__(
         self,
@@ -617,6 +618,10 @@ class MemoryStore(MemorySchedulingMixin, MemoryDependencyMixin):
             for worker_id in silent:
                 del self._pumps[worker_id]
         return len(silent)
+
+    def forget_pump(self, worker_id: str) -> bool:
+        with self._lock:
+            return self._pumps.pop(worker_id, None) is not None
 
     # -- reads --------------------------------------------------------------------------------------
 

@@ -52,6 +52,8 @@ OUTCOME = (
 class SQLiteStore(DjangoStore):
     """The Storage Contract on SQLite, its hot paths in plain SQL. Same semantics as :class:`DjangoStore`."""
 
+    one_writer_at_a_time = True
+
     def _quick(self) -> bool:
         """Whether this SQLite returns rows from an UPDATE (3.35 and later)."""
         # Read from the driver: Django 5.2's features have no can_return_rows_from_update.

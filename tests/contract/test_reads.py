@@ -322,3 +322,6 @@ def test_a_pump_records_its_health_and_is_forgotten_once_silent(store):
     assert store.forget_pumps(silent_since=T0) == 0  # silent since exactly T0 is not silent before it
     assert store.forget_pumps(silent_since=T0 + timedelta(seconds=1)) == 1
     assert [p.worker_id for p in store.list_pumps()] == ["host:1:default:a"]
+    assert store.forget_pump("host:2:default:b") is False  # forgotten already
+    assert store.forget_pump("host:1:default:a") is True
+    assert store.list_pumps() == []
