@@ -18,8 +18,10 @@ from django.db import connections
 from django.utils import timezone
 
 from .. import conf, schedules
+from ..core import elastic
 from ..core.driver import FINAL_FLUSH_WINDOW, STOP_WINDOW
 from ..core.health import GroupHealth, group_health
+from ..core.text import describe
 from ..registry import Registry, registry
 from ..store import get_store, sqlite_gate
 from ..store.contract import JobStore
@@ -61,22 +63,12 @@ class Node:
         self.groups = [settings.groups[name] for name in groups]
         self.hints = settings.hints if hints is None else hints
         self.store = store or get_store(settings.database)
-        self.pumps = [
-            Pump(
-                group,
-                store=store or get_store(settings.database),  # its own, unless one (in memory) is shared
-                registry=registry,
-                retry=settings.retry,
-                index=i,
-                hints=self.hints,
-                clock=clock,
-                retention=settings.retention.rules(group.queues),
-                max_output_bytes=settings.max_output_bytes,
-            )
-            for group in self.groups
-            for i in range(group.pumps)
-        ]
         self.registry = registry
+        self._shared_store = store  # one store for every Pump (in memory), or None: each Pump its own
+        self._clock = clock
+        self.pumps = [self._new_pump(group, i) for group in self.groups for i in range(group.pumps)]
+        self.leaving: list[Pump] = []  # extra Pumps letting go (core.elastic), until they have ended
+        self._gone_processed = 0  # outcomes applied by extra Pumps that have ended
         self.listener: HintListener | None = None
         uses_postgres = (
             self.store.using in connections.settings and connections[self.store.using].vendor == "postgresql"
@@ -85,6 +77,20 @@ class Node:
             alias = settings.listen_alias if store is None else self.store.using
             channel = settings.hint_channel
             self.listener = HintListener(alias, channel=channel, reconnect_delay=reconnect_delay)
+
+    def _new_pump(self, group: conf.GroupSettings, index: int) -> Pump:
+        settings = self.settings
+        return Pump(
+            group,
+            store=self._shared_store or get_store(settings.database),
+            registry=self.registry,
+            retry=settings.retry,
+            index=index,
+            hints=self.hints,
+            clock=self._clock,
+            retention=settings.retention.rules(group.queues),
+            max_output_bytes=settings.max_output_bytes,
+        )
 
     @property
     def queues(self) -> list[str]:
@@ -103,11 +109,53 @@ class Node:
         if self.listener:
             self.listener.start()
         for pump in self.pumps:
-            pump.start()
-            logger.info(
-                "pump started: group=%s queues=%s pool_size=%d worker=%s",
-                pump.group.name, ",".join(pump.group.queues), pump.group.pool_size, pump.worker_id,
-            )  # fmt: skip
+            self._start(pump, "pump started")
+
+    def _start(self, pump: Pump, what: str) -> None:
+        pump.start()
+        logger.info(
+            "%s: group=%s queues=%s pool_size=%d worker=%s",
+            what, pump.group.name, ",".join(pump.group.queues), pump.group.pool_size, pump.worker_id,
+        )  # fmt: skip
+
+    def adapt(self) -> None:
+        """Grow or shrink each group between PUMPS and MAX_PUMPS by :func:`core.elastic.resize`; called
+        often (every tick of ``backwave_pump``). An extra Pump that lets go drains like one at shutdown:
+        it claims nothing more, its running jobs finish and are reported, and its status row is removed."""
+        for pump in [p for p in self.leaving if not p.alive]:
+            self.leaving.remove(pump)
+            self._gone_processed += pump.processed
+            try:
+                self.store.forget_pump(pump.worker_id)
+            except Exception as exc:  # its row goes with the others after FORGET_PUMPS_AFTER
+                logger.warning("could not remove the status of pump %s: %s", pump.worker_id, describe(exc))
+        if self.store.one_writer_at_a_time:
+            return
+        now = self._clock.now() if self._clock else timezone.now()
+        for group in self.groups:
+            if group.max_pumps <= group.pumps:
+                continue
+            running = [p for p in self.pumps if p.group is group]
+            if not all(p.alive for p in running):
+                continue  # a Pump halted: the group is halted, not resized
+            change = elastic.resize(
+                [p.driver.starvation for p in running], floor=group.pumps, ceiling=group.max_pumps, now=now
+            )
+            if change > 0:
+                pump = self._new_pump(group, max(p.index for p in running) + 1)
+                self.pumps.append(pump)
+                self._start(pump, "pump added for a backlog")
+            elif change < 0:
+                pump = max(running, key=lambda p: p.index)
+                self.pumps.remove(pump)
+                self.leaving.append(pump)
+                pump.shutdown(group.shutdown_grace)
+                logger.info("pump letting go (no backlog): group=%s worker=%s", group.name, pump.worker_id)
+
+    @property
+    def processed(self) -> int:
+        """Outcomes applied by every Pump this node has run."""
+        return self._gone_processed + sum(p.processed for p in (*self.pumps, *self.leaving))
 
     def hint_mode(self) -> str:
         """How Pumps of this process learn of new jobs, in a line for the log."""
@@ -133,10 +181,19 @@ class Node:
             found.append(GroupStatus(group.name, len(pumps), group_health(p.health for p in pumps)))
         return found
 
+    @property
+    def busy(self) -> bool:
+        """A Pump of this node (one letting go included) has something running, buffered or in flight."""
+        return any(p.busy for p in (*self.pumps, *self.leaving) if p.alive)
+
+    @property
+    def alive(self) -> bool:
+        return any(p.alive for p in (*self.pumps, *self.leaving))
+
     def idle(self, horizon: float) -> bool:
         """Nothing running or buffered, and no job due within ``horizon`` seconds (for --burst). A lease that
         lapses within the horizon counts as due: its job will run again (a crashed worker's, say)."""
-        if any(p.busy for p in self.pumps if p.alive):
+        if self.busy:
             return False
         now = timezone.now()
         # Leases first: a sweep turns a lapsed lease into a scheduled job in one commit, so read in this
@@ -157,16 +214,17 @@ class Node:
             pump.shutdown(timedelta(seconds=limit))
         windows = (STOP_WINDOW + FINAL_FLUSH_WINDOW).total_seconds()
         deadline = time.monotonic() + limit + windows + 5.0
-        for pump in self.pumps:
+        for pump in (*self.pumps, *self.leaving):
             if not pump.join(max(0.0, deadline - time.monotonic())):
                 logger.error("pump %s did not stop within its grace period and windows", pump.worker_id)
         if self.listener:
             self.listener.stop()
-        return sum(p.stuck_threads for p in self.pumps) + sum(p.alive for p in self.pumps)
+        every = (*self.pumps, *self.leaving)
+        return sum(p.stuck_threads for p in every) + sum(p.alive for p in every)
 
     def join(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
-        for pump in self.pumps:
+        for pump in (*self.pumps, *self.leaving):
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not pump.join(remaining):
                 return False

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 from django.db import OperationalError
 from django.utils import timezone
 
+from backwave_django.core import elastic
 from backwave_django.models import Job, Lease, Outcome, PumpStatus
 from backwave_django.store import get_store
 from backwave_django.store.django import DjangoStore
@@ -174,3 +176,40 @@ def test_a_pump_that_lost_a_lease_abandons_the_execution_and_drops_its_result(se
         wait_until(lambda: not node.pumps[0].busy, timeout=10)
     assert Job.objects.get(id=job.id).state == "leased"  # still the other owner's
     assert not Outcome.objects.filter(job=job).exists()
+
+
+def one_writer() -> bool:
+    return get_store().one_writer_at_a_time
+
+
+@pytest.mark.skipif("one_writer()", reason="SQLite takes one writer at a time: a backlog adds no Pump")
+def test_a_backlog_of_short_jobs_adds_a_pump_which_lets_go_once_it_is_worked_off(settings, monkeypatch):
+    monkeypatch.setattr(elastic, "RETIRE_AFTER", timedelta(seconds=0.3))
+    jobs.noop.enqueue_many([{}] * 400)
+    seen = set()
+
+    def adapted() -> int:
+        node.adapt()  # what backwave_pump does every tick
+        seen.add(len(node.pumps))
+        return len(node.pumps) + len(node.leaving)
+
+    with running(settings, {"g": group(POOL_SIZE=4, MAX_CLAIM_BATCH=4)}) as node:  # MAX_PUMPS: 2 by default
+        wait_until(lambda: adapted() and states() == {"succeeded": 400}, timeout=60)
+        assert seen == {1, 2}  # grown by one, to MAX_PUMPS and no further
+        wait_until(lambda: adapted() == 1, timeout=10)  # the extra one has let go and ended
+        assert node.processed == 400
+        assert list(PumpStatus.objects.values_list("worker_id", flat=True)) == [node.pumps[0].worker_id]
+    assert set(Job.objects.values_list("attempt", flat=True)) == {1}
+    per_job = Counter(Outcome.objects.values_list("job_id", flat=True))
+    assert len(per_job) == 400 and set(per_job.values()) == {1}
+    assert len(set(Outcome.objects.values_list("worker", flat=True))) == 2
+
+
+@pytest.mark.parametrize("max_pumps", [1, 2])
+def test_a_group_whose_max_pumps_is_its_pumps_never_grows_nor_one_on_sqlite(settings, max_pumps):
+    if max_pumps == 2 and not one_writer():
+        pytest.skip("grows: the test above")
+    jobs.noop.enqueue_many([{}] * 200)
+    with running(settings, {"g": group(POOL_SIZE=4, MAX_CLAIM_BATCH=4, MAX_PUMPS=max_pumps)}) as node:
+        wait_until(lambda: node.adapt() or states() == {"succeeded": 200}, timeout=60)
+        assert len(node.pumps) == 1 and not node.leaving

@@ -96,9 +96,10 @@ class Command(BaseCommand):
         try:
             looked = -LOOK_EVERY
             while not stop.wait(TICK):
-                if all(not pump.alive for pump in node.pumps):
+                if not node.alive:
                     break
-                if not options["burst"] or any(p.busy for p in node.pumps if p.alive):
+                node.adapt()
+                if not options["burst"] or node.busy:
                     continue
                 if time.monotonic() - looked >= LOOK_EVERY:  # the look asks the database
                     looked = time.monotonic()
@@ -109,7 +110,7 @@ class Command(BaseCommand):
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         elapsed = time.monotonic() - started
-        processed = sum(p.processed for p in node.pumps)
+        processed = node.processed
         for status in node.health():
             self.stdout.write(f"group {status.group}: {status.state}, {status.pumps} pump(s)")
         self.stdout.write(f"backwave_pump: {processed} outcomes applied in {elapsed:.1f} s")
