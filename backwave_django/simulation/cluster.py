@@ -17,6 +17,7 @@ import random
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
+from ..core import elastic
 from ..core import events as ev
 from ..core.driver import FINAL_FLUSH_WINDOW, STOP_WINDOW, NodeDriver
 from ..store.memory import MemoryStore, TransientFault
@@ -26,7 +27,7 @@ from .connection import LATE_COMMIT_MAX, Connection
 from .invariants import Checker, Violation
 from .plan import FaultPlan, Params
 from .pump import SimPump
-from .scenario import Scenario
+from .scenario import GroupSpec, Scenario
 from .timeline import Timeline, us
 
 #: A run that needs more actions than this is stuck in a loop that virtual time does not advance.
@@ -35,6 +36,8 @@ MAX_ACTIONS = 2_000_000
 RETRY_START = us(1.0)
 #: With schedules, the healed cluster mints this long once every node is up, before the drain stops minting.
 SETTLE = us(10.0)
+#: The grace of an extra Pump that lets go (shell.node.Node.adapt gives the group's SHUTDOWN_GRACE).
+LET_GO_GRACE = 5.0
 
 
 class Cluster:
@@ -188,6 +191,8 @@ class Node:
         self.partitioned_until = 0
         self.stalled_until = 0
         self.conn = Connection(sim, self.site)  # the start's schedule sync
+        self.added = 0  # extra Pumps started in this generation (each gets an index of its own)
+        self.heals = 0
 
     def wall(self, at: int | None = None) -> datetime:
         return self.sim.timeline.wall(self.skew, at)
@@ -225,7 +230,7 @@ class Node:
     def start(self) -> None:
         self.generation += 1
         self.up, self.stopping = True, False
-        self.pumps = []
+        self.pumps, self.added = [], 0
         if not self._sync_schedules():
             self.up = False  # the process exits; its supervisor starts it again
             self.sim.timeline.after(RETRY_START, self._restart)
@@ -290,7 +295,67 @@ class Node:
         self._kill()
         self.sim.timeline.after(us(restart), self._restart)
 
-    def pump_ended(self) -> None:
+    # -- the elastic group (core.elastic) --------------------------------------------------------------
+
+    def adapt(self) -> None:
+        """``shell.node.Node.adapt``: grow or shrink each group between PUMPS and MAX_PUMPS, held to the rule
+        as the simulator counts the claims itself (PumpsGrowOnlyWhenStarved)."""
+        if not self.up or self.stopping:
+            return
+        now = self.wall()
+        for spec in self.sim.scenario.groups:
+            running = [p for p in self.pumps if p.spec is spec and not p.leaving]
+            if spec.ceiling <= spec.pumps or not all(p.alive for p in running):
+                continue
+            loads = [p.driver.starvation for p in running]
+            change = elastic.resize(loads, floor=spec.pumps, ceiling=spec.ceiling, now=now)
+            if change:
+                self._check_resize(spec, running, change, now)
+            if change > 0:
+                pump = SimPump(self.sim, self, spec, spec.pumps + self.added)
+                self.added += 1
+                self.pumps.append(pump)
+                pump.open()
+            elif change < 0:
+                self._let_go(max(running, key=lambda p: p.index), now)
+
+    def _check_resize(self, spec: GroupSpec, running: list[SimPump], change: int, now: datetime) -> None:
+        if change > 0:
+            starved = all(p.starved_in_a_row >= elastic.STARVED_AFTER for p in running)
+            ok, why = starved and len(running) < spec.ceiling, "while not every Pump was starved"
+        else:
+            since = [p.last_starved for p in running if p.last_starved is not None]
+            calm = all(now - at >= elastic.RETIRE_AFTER for at in since)
+            ok, why = calm and len(running) > spec.pumps, "while a Pump was starved of late"
+        self.sim.checker.expect(
+            ok,
+            "PumpsGrowOnlyWhenStarved",
+            lambda: (
+                f"{self.site} resized {spec.name} by {change:+d} from {len(running)} Pumps "
+                f"(PUMPS {spec.pumps}, MAX_PUMPS {spec.ceiling}) {why}"
+            ),
+        )
+
+    def _let_go(self, pump: SimPump, now: datetime) -> None:
+        pump.leaving = True
+        self.sim.note(self.site, f"pump {pump.worker_id} lets go: no backlog")
+        pump.post(ev.ShutdownRequested(now=now, grace=timedelta(seconds=LET_GO_GRACE)))
+        windows = (STOP_WINDOW + FINAL_FLUSH_WINDOW).total_seconds()
+        bound = us(LET_GO_GRACE + windows + 5.0)
+        began = self.sim.timeline.now
+        self.sim.timeline.after(bound, self._let_go_ended, pump, self.generation, self.heals, began)
+
+    def _let_go_ended(self, pump: SimPump, generation: int, heals: int, began: int) -> None:
+        """A Pump let go ends as a shutdown does, within its grace and the Driver's windows (ShutdownBounded),
+        unless its loop was frozen meanwhile, or its clock set back (a heal)."""
+        disturbed = self.stalled_until > began or heals != self.heals
+        if generation == self.generation and self.up and pump.alive and not disturbed:
+            self.sim.checker.fail("ShutdownBounded", f"{pump.worker_id} still running after letting go")
+
+    def pump_ended(self, pump: SimPump) -> None:
+        if pump.leaving and self.up:  # shell.node.Node.adapt forgets the status of a Pump that let go
+            self.pumps.remove(pump)
+            self.sim.store.forget_pump(pump.worker_id)
         if self.stopping and not any(p.alive for p in self.pumps):
             self.up = False  # backwave_pump returns: the process exits; it comes back at its restart
 
@@ -316,6 +381,7 @@ class Node:
         self.stalled_until = min(self.stalled_until, now)
         self.disturbed = self.disturbed or self.skew != 0  # a clock set back delays the Driver's deadlines
         self.skew = 0
+        self.heals += 1
         for pump in self.pumps:
             pump.kick()
         if self.up and not self.stopping and not all(p.alive for p in self.pumps):

@@ -53,6 +53,9 @@ INVARIANTS: dict[str, str] = {
     "StatusFinal": "the last status a Pump records is the one it ended with (stopped or halted)",
     "ShutdownBounded": "a Pump asked to shut down stops within its grace and the Driver's windows (plus the "
     "node's 5 s of slack), unless its loop was frozen meanwhile",
+    "PumpsGrowOnlyWhenStarved": "a node adds a Pump to a group only while each of its Pumps has claimed "
+    "starved (a full batch of at least half what one claim may take) three times in a row, and never past "
+    "MAX_PUMPS; it lets one go only after 30 s without a starved claim, and never below PUMPS",
     "PumpLoopSound": "the Driver never raises on the events the Shell feeds it",
     "DeadlinesFollowAttempts": "a Driver keeps time-limit deadlines only for the Attempts it runs (an "
     "Attempt that ends takes its deadlines with it), and holds at most twice as many entries as those, plus "

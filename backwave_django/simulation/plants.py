@@ -18,7 +18,8 @@ from ..core import commands as cmd
 from ..core import events as ev
 from ..core import maintenance as maintenance_module
 from ..core.deadlines import PER_ATTEMPT, Deadline
-from ..core.driver import NodeDriver, _Running
+from ..core.driver import DriverConfig, NodeDriver, _Running
+from ..core.elastic import Starvation
 from ..core.records import OutcomeKind, OutcomeReport
 from ..core.retention import PurgeRule
 from ..core.retry import MAX_ATTEMPTS_LIMIT, RetryPolicy
@@ -145,6 +146,23 @@ class _PurgeByAge(MemoryStore):
                 self._leases.pop(job.id, None)
             self._fault("purge", "after")
         return len(old[:max_jobs])
+
+
+class _AnyFullClaim(Starvation):
+    def observe(self, asked: int, got: int, now: datetime) -> None:
+        if got >= asked:
+            self.streak += 1
+            self.last_starved = now
+        else:
+            self.streak = 0
+
+
+class _StarvedByAnyFullClaim(NodeDriver):
+    """A Driver that counts every full claim as starved, however busy its pool was: slow jobs grow groups."""
+
+    def __init__(self, config: DriverConfig) -> None:
+        super().__init__(config)
+        self.starvation = _AnyFullClaim(wide=self.starvation.wide)
 
 
 class _ForgetsLiveRuns(MemoryStore):
@@ -335,6 +353,12 @@ PLANTS = (
         name="failure-releases-children",
         description="a parent that failed releases its run_on=success children as if it had succeeded",
         store_class=_FailureReleasesChildren,
+    ),
+    Plant(
+        name="starved-by-any-full-claim",
+        description="a Pump counts every full claim as starved, however few jobs it asked for, so slow jobs "
+        "grow a group",
+        driver_class=_StarvedByAnyFullClaim,
     ),
 )
 

@@ -62,7 +62,7 @@ def failed_reply(command: cmd.Command, now: datetime) -> ev.Event:
 
 class SimPump:
     def __init__(self, sim: Cluster, node: Node, spec: GroupSpec, index: int) -> None:
-        self.sim, self.node, self.spec = sim, node, spec
+        self.sim, self.node, self.spec, self.index = sim, node, spec, index
         self.site = f"n{node.index}.{spec.name}.{index}"  # the same across restarts: fault addresses
         self.worker_id = f"node{node.index}:{node.generation}:{spec.name}:{index}"
         scenario = sim.scenario
@@ -105,6 +105,12 @@ class SimPump:
         self.grace_ends: datetime | None = None  # when a shutdown's grace ends, on this node's clock
         self.last_status = Health.RUNNING  # as last recorded (or tried to be)
         self.executor = Executor(self)
+        self.leaving = False  # an added Pump its node let go (core.elastic): draining, out of its group
+        # The claims as the simulator sees them, apart from the Driver's count: the size of each claim the
+        # store answered, until its answer is handled, and the starved ones among those handled.
+        self.asked: deque[int] = deque()
+        self.starved_in_a_row = 0
+        self.last_starved: datetime | None = None
 
     def wall(self, at: int | None = None) -> datetime:
         """This node's clock (skewed), now or at virtual time ``at``."""
@@ -134,7 +140,7 @@ class SimPump:
         )
         self.alive = False
         self.sim.note(self.site, f"pump {self.worker_id} ends: {self.ending}")
-        self.node.pump_ended()
+        self.node.pump_ended(self)
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -208,6 +214,8 @@ class SimPump:
         else:
             event = item
         self._event_now = event.now
+        if isinstance(event, ev.ClaimCompleted) and not event.failed:
+            self._saw_claim(self.asked.popleft(), len(event.jobs), event.now)
         if isinstance(event, ev.ShutdownRequested) and self.grace_ends is None:
             self.grace_ends = event.now + max(event.grace, timedelta(0))
         try:
@@ -218,6 +226,8 @@ class SimPump:
             self.sim.checker.fail("PumpLoopSound", f"{self.worker_id}: the Driver raised {exc!r} on {event}")
         self._check_deadlines()
         self.sim.steps += 1
+        if isinstance(event, ev.ClaimCompleted):
+            self.node.adapt()  # shell.node.Node.adapt runs every tick; a claim is when its answer can change
         if self.sim.tracing:
             self.sim.note(self.site, "<- " + trace.event(event))
             for command in commands:
@@ -225,6 +235,16 @@ class SimPump:
         self.busy = True
         self._commands, self._position, self._produced, self._faulted = commands, 0, [], False
         self._continue()
+
+    def _saw_claim(self, asked: int, got: int, now: datetime) -> None:
+        """The elastic rule's starved claim, counted here on its own to hold the node to it: a claim that came
+        back full, for at least half of what the pool and the batch let one claim take."""
+        wide = min(self.spec.pool_size, self.spec.max_claim_batch)
+        if got >= asked and 2 * asked >= wide:
+            self.starved_in_a_row += 1
+            self.last_starved = now
+        else:
+            self.starved_in_a_row = 0
 
     def _check_deadlines(self) -> None:
         deadlines, executing = self.driver.deadlines, self.driver.executing
@@ -326,6 +346,7 @@ class SimPump:
                     lease_duration=lease,
                     now=now,
                 )
+                self.asked.append(max_jobs)
                 return ev.ClaimCompleted(now=self._done(), jobs=tuple(jobs))
             case cmd.ReportOutcomes(reports=reports, retry=retry):
                 attempts: dict[int, int] = {}

@@ -10,7 +10,8 @@ What came later (schedules, retention, when the run begins, the faults that matt
 drawn from a stream of its own, ``calendar``, so that it changes nothing of what a seed drew before: the
 same seed has the same nodes, groups, jobs and fault rates, and now also schedules. What jobs gained after
 that (a priority, a unique key, a handler that returns a value) is drawn from another stream, ``features``,
-for the same reason. A field added to :class:`Scenario` or :class:`JobSpec` later takes a default that means
+for the same reason, and so is how far each group may grow under a backlog (``MAX_PUMPS``: the stream
+``elastic``). A field added to :class:`Scenario` or :class:`JobSpec` later takes a default that means
 what runs did before it existed, so a scenario pinned in a regression file (``simulation.regressions``) still
 reads, and runs as it did.
 """
@@ -82,6 +83,11 @@ class GroupSpec:
     poll: float
     maintenance: float
     timeout: float | None
+    max_pumps: int | None = None  # the elastic ceiling (MAX_PUMPS); None: fixed at ``pumps``, as runs were
+
+    @property
+    def ceiling(self) -> int:
+        return self.max_pumps or self.pumps
 
     def new_policy(self) -> Policy:
         """A fresh policy (Weighted keeps per-Pump credit)."""
@@ -139,6 +145,8 @@ def draw(seed: int) -> Scenario:
     paused = tuple(q for q in queues if rng.random() < 0.15)
     storm = stream(seed, "storm").random() < STORM_SHARE
     later = stream(seed, "calendar")
+    elastic = stream(seed, "elastic")  # drawn apart, so a seed's other draws stay what they were
+    groups = tuple(replace(g, max_pumps=g.pumps + elastic.choice((0, 1, 1, 2))) for g in groups)
     start = draw_start(later)
     schedules = draw_schedules(later, queues, workload, start)
     return Scenario(

@@ -17,7 +17,8 @@ import pytest
 from backwave_django.core import commands as cmd
 from backwave_django.core import events as ev
 from backwave_django.core.deadlines import Deadline, Kind
-from backwave_django.core.driver import NodeDriver
+from backwave_django.core.driver import DriverConfig, NodeDriver
+from backwave_django.core.elastic import Starvation
 from backwave_django.core.health import Health
 from backwave_django.core.records import ClaimedJob, OutcomeKind
 from backwave_django.core.states import State
@@ -286,6 +287,24 @@ class NeverStops(NodeDriver):
         return []
 
 
+class NeverCalm(Starvation):
+    """Starved from its first claim on, whatever its claims: a group grows as soon as it may, and keeps its
+    added Pumps for good."""
+
+    @property
+    def starved(self) -> bool:
+        return True
+
+    def observe(self, asked: int, got: int, now: datetime) -> None:
+        self.last_starved = now
+
+
+class AlwaysStarved(NodeDriver):
+    def __init__(self, config: DriverConfig) -> None:
+        super().__init__(config)
+        self.starvation = NeverCalm(wide=self.starvation.wide)
+
+
 class StatusAfterStop(NodeDriver):
     def _stop_if_idle(self) -> list[cmd.Command]:
         commands = super()._stop_if_idle()
@@ -336,6 +355,7 @@ SHELL_SIDE: dict[str, tuple[int, Plant]] = {
     "TimeLimitHolds": (2, Plant(name="no time limit", description="", driver_class=NeverAbandons)),
     "NothingStartsAfterGrace": (163, Plant(name="late start", description="", driver_class=StartsAfterGrace)),
     "ShutdownBounded": (15, Plant(name="no stop", description="", driver_class=NeverStops)),
+    "PumpsGrowOnlyWhenStarved": (0, Plant(name="starved", description="", driver_class=AlwaysStarved)),
     "StatusFinal": (3, Plant(name="status after stop", description="", driver_class=StatusAfterStop)),
     "PumpLoopSound": (0, Plant(name="raises", description="", driver_class=RaisesWhenIdle)),
     "DeadlinesFollowAttempts": (0, Plant(name="hoards", description="", driver_class=HoardsDeadlines)),

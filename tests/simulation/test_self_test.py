@@ -25,9 +25,10 @@ SEEDS = {
     "coalesce-makes-up-every-tick": (27, "CoalesceOneMakeUp"),
     "claim-ignores-priority": (4, "ClaimOrder"),
     "unique-key-forgets-leased": (1, "UniqueKeyHeldOnce"),
-    "output-ignores-fence": (596, "OutputFromSuccess"),
+    "output-ignores-fence": (134, "OutputFromSuccess"),
     "tags-ignore-fence": (28, "TagsFromFencedOutcome"),
     "failure-releases-children": (24, "ChildAfterParents"),
+    "starved-by-any-full-claim": (56, "PumpsGrowOnlyWhenStarved"),
 }
 BY_NAME = {plant.name: plant for plant in PLANTS}
 
