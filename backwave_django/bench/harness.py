@@ -37,6 +37,7 @@ from django.utils import timezone
 from .. import conf
 from ..models import Job, Lease, Outcome, QueueSettings
 from ..registry import JobFunction
+from ..shell.node import TICK
 from ..store import get_store
 from ..store.contract import JobStore
 from . import jobs
@@ -546,7 +547,8 @@ def run_worker(spec: dict[str, Any]) -> None:
     ready = _cpu_seconds()
     sys.stdout.write("READY\n")
     sys.stdout.flush()
-    stop.wait()
+    while not stop.wait(TICK):
+        node.adapt()  # as backwave_pump does: a backlog grows each group up to MAX_PUMPS
     node.stop(grace=10)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     cpu = _cpu_seconds() - ready  # what serving cost, start-up left out

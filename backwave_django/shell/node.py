@@ -32,6 +32,8 @@ from .pump import Pump
 logger = logging.getLogger("backwave.node")
 #: Pump status rows that have not beaten for this long are deleted when a node starts.
 FORGET_PUMPS_AFTER = timedelta(days=1)
+#: How often a process running a node looks at its Pumps and calls :meth:`Node.adapt` (seconds).
+TICK = 0.05
 
 
 @dataclass(frozen=True, slots=True)

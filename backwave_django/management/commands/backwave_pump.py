@@ -13,16 +13,17 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ... import conf
 from ...core.health import GroupHealth
-from ...shell.node import Node
+from ...shell.node import TICK, Node
 from .. import arguments
 
 #: --grace overrides SHUTDOWN_GRACE, so it has the same range; --burst-horizon looks up to a day ahead.
 GRACE_MAX, HORIZON_MAX = conf.SHUTDOWN_GRACE.high, conf.DAY
 GRACE = arguments.seconds_between(conf.SHUTDOWN_GRACE.low, GRACE_MAX)
 BURST_HORIZON = arguments.seconds_between(0, HORIZON_MAX)
-#: How often the command looks at its Pumps, and (with --burst, once they are idle) at most how often it asks
-#: the database whether anything is due within the horizon: a burst run ends within TICK of its last outcome.
-TICK, LOOK_EVERY = 0.05, 0.2
+#: With --burst, once the Pumps are idle, at most how often the command asks the database whether anything
+#: is due within the horizon (it looks at its Pumps every TICK: a burst run ends within TICK of its last
+#: outcome).
+LOOK_EVERY = 0.2
 
 
 class Command(BaseCommand):
