@@ -8,6 +8,7 @@ is given back without counting the Attempt), and ends.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -71,6 +72,7 @@ class Node:
         self.pumps = [self._new_pump(group, i) for group in self.groups for i in range(group.pumps)]
         self.leaving: list[Pump] = []  # extra Pumps letting go (core.elastic), until they have ended
         self._gone_processed = 0  # outcomes applied by extra Pumps that have ended
+        self._fixed: set[str] = set()  # groups that could not grow (a Pump failed to start)
         self.listener: HintListener | None = None
         uses_postgres = (
             self.store.using in connections.settings and connections[self.store.using].vendor == "postgresql"
@@ -135,7 +137,7 @@ class Node:
             return
         now = self._clock.now() if self._clock else timezone.now()
         for group in self.groups:
-            if group.max_pumps <= group.pumps:
+            if group.max_pumps <= group.pumps or group.name in self._fixed:
                 continue
             running = [p for p in self.pumps if p.group is group]
             if not all(p.alive for p in running):
@@ -144,15 +146,25 @@ class Node:
                 [p.driver.starvation for p in running], floor=group.pumps, ceiling=group.max_pumps, now=now
             )
             if change > 0:
-                pump = self._new_pump(group, max(p.index for p in running) + 1)
-                self.pumps.append(pump)
-                self._start(pump, "pump added for a backlog")
+                self._grow(group, max(p.index for p in running) + 1)
             elif change < 0:
                 pump = max(running, key=lambda p: p.index)
                 self.pumps.remove(pump)
                 self.leaving.append(pump)
                 pump.shutdown(group.shutdown_grace)
                 logger.info("pump letting go (no backlog): group=%s worker=%s", group.name, pump.worker_id)
+
+    def _grow(self, group: conf.GroupSettings, index: int) -> None:
+        pump = self._new_pump(group, index)
+        try:
+            self._start(pump, "pump added for a backlog")
+        except Exception as exc:  # no thread to be had, say: the group goes on as it is, and stays so
+            logger.error("could not add a pump to group %s, which stays fixed: %s", group.name, describe(exc))
+            self._fixed.add(group.name)
+            with contextlib.suppress(Exception):
+                pump.close()  # what it opened (threads, its hint subscription); its loop never ran
+            return
+        self.pumps.append(pump)
 
     @property
     def processed(self) -> int:

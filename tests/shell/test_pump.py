@@ -205,6 +205,25 @@ def test_a_backlog_of_short_jobs_adds_a_pump_which_lets_go_once_it_is_worked_off
     assert len(set(Outcome.objects.values_list("worker", flat=True))) == 2
 
 
+@pytest.mark.skipif("one_writer()", reason="SQLite takes one writer at a time: a backlog adds no Pump")
+def test_a_pump_that_cannot_be_added_leaves_the_group_as_it_is(settings, monkeypatch, caplog):
+    from backwave_django.shell.pump import Pump
+
+    original = Pump.start
+
+    def no_thread(self):
+        if self.index > 0:
+            raise RuntimeError("can't start new thread")
+        original(self)
+
+    monkeypatch.setattr(Pump, "start", no_thread)
+    jobs.noop.enqueue_many([{}] * 300)
+    with running(settings, {"g": group(POOL_SIZE=4, MAX_CLAIM_BATCH=4)}) as node:
+        wait_until(lambda: node.adapt() or states() == {"succeeded": 300}, timeout=60)
+        assert len(node.pumps) == 1
+    assert "could not add a pump to group g, which stays fixed: RuntimeError" in caplog.text
+
+
 @pytest.mark.parametrize("max_pumps", [1, 2])
 def test_a_group_whose_max_pumps_is_its_pumps_never_grows_nor_one_on_sqlite(settings, max_pumps):
     if max_pumps == 2 and not one_writer():
