@@ -232,3 +232,16 @@ def test_a_group_whose_max_pumps_is_its_pumps_never_grows_nor_one_on_sqlite(sett
     with running(settings, {"g": group(POOL_SIZE=4, MAX_CLAIM_BATCH=4, MAX_PUMPS=max_pumps)}) as node:
         wait_until(lambda: node.adapt() or states() == {"succeeded": 200}, timeout=60)
         assert len(node.pumps) == 1 and not node.leaving
+
+
+def test_a_burst_run_over_a_backlog_grows_its_group_and_counts_every_pumps_outcomes(settings, capsys):
+    from django.core.management import call_command
+
+    fast = {"QUEUES": ["default"], "POLL_INTERVAL": 0.05, "POOL_SIZE": 4, "MAX_CLAIM_BATCH": 4}
+    settings.BACKWAVE = {"GROUPS": {"default": fast}}
+    jobs.noop.enqueue_many([{}] * 600)
+    call_command("backwave_pump", "--burst", "--grace", "0", "--burst-horizon", "0", "--no-hints")
+    out = capsys.readouterr().out
+    pumps = 1 if one_writer() else 2  # grown to MAX_PUMPS (2 by default), and not let go within 30 s
+    assert f"group default: stopped, {pumps} pump(s)" in out and "600 outcomes applied" in out
+    assert states() == {"succeeded": 600}
