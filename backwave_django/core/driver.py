@@ -101,6 +101,7 @@ class NodeDriver:
             misfire_grace=config.misfire_grace,
         )
         self.draining = False  # shutdown requested: claim nothing more
+        self.grace_ends: datetime | None = None  # shutdown: when running handlers are asked to stop
         self.grace_over = False  # shutdown: every handler running has been asked to stop; start no more
         self.cut_off = False  # shutdown: handlers still running have been given up
         self.given_up = False  # shutdown: outcomes that cannot be written are dropped, not kept
@@ -452,17 +453,27 @@ class NodeDriver:
     # -- shutdown ----------------------------------------------------------------------------------
 
     def _on_shutdown(self, event: ev.ShutdownRequested) -> list[cmd.Command]:
-        if self.draining:
-            return []
+        grace_ends = event.now + max(event.grace, timedelta(0))
+        if self.grace_ends is not None:  # draining already
+            # A later request may bring the grace's end earlier, never later: the node stops while a Pump it
+            # let go (core.elastic) still drains with its group's longer grace.
+            if self.grace_over or grace_ends >= self.grace_ends:
+                return []
+            self.grace_ends = grace_ends
+            self.deadlines.add(grace_ends, Kind.GRACE)
+            return self._fire_deadlines(event.now)
         self.draining = True
+        self.grace_ends = grace_ends
         self.pending_claims.clear()
-        self.deadlines.add(event.now + max(event.grace, timedelta(0)), Kind.GRACE)
+        self.deadlines.add(grace_ends, Kind.GRACE)
         return self._flush() + self._fire_deadlines(event.now) + self._stop_if_idle()
 
     def _ask_all_to_stop(self, grace_ended: datetime) -> list[cmd.Command]:
         """The grace is over: every handler still running is asked to stop, and gets STOP_WINDOW to do it,
         counted from the end of the grace (not from when a held-up loop noticed it: the shell's cut-off
         alarm keeps that time too)."""
+        if self.grace_over:  # the first request's grace, brought earlier by a later one: over already
+            return []
         self.grace_over = True
         commands: list[cmd.Command] = []
         for job_id, running in self.executing.items():
@@ -475,8 +486,8 @@ class NodeDriver:
     def _give_up_all(self, now: datetime) -> list[cmd.Command]:
         """Handlers that did not stop are cut off from the database first; then their jobs are given back
         (or failed, or cancelled, by why they were asked to stop)."""
-        # Always true, hence the pragma: only the GRACE deadline adds a CUT_OFF, and only the first
-        # ShutdownRequested adds a GRACE, so CUT_OFF fires once. A dead guard, kept until it is dropped.
+        # Always true, hence the pragma: only the GRACE deadline adds a CUT_OFF, and only the first GRACE to
+        # fire does, so CUT_OFF fires once. A dead guard, kept until it is dropped.
         if not self.cut_off:  # pragma: no branch
             self.cut_off = True
             self.deadlines.add(now + FINAL_FLUSH_WINDOW, Kind.GIVE_UP)

@@ -224,7 +224,7 @@ class Node:
         """Drain every Pump (see the module's docstring) and wait for them. Returns the number of handler
         threads still running (cut off from the database, never reported): the caller may end the process."""
         limit = grace if grace is not None else max(g.shutdown_grace.total_seconds() for g in self.groups)
-        for pump in self.pumps:
+        for pump in (*self.pumps, *self.leaving):  # one letting go keeps its grace unless this ends sooner
             pump.shutdown(timedelta(seconds=limit))
         windows = (STOP_WINDOW + FINAL_FLUSH_WINDOW).total_seconds()
         deadline = time.monotonic() + limit + windows + 5.0

@@ -109,6 +109,18 @@ def test_graceful_shutdown_releases_what_outlives_the_grace_period_without_charg
     assert all(due <= timezone.now() for due in Job.objects.values_list("due_at", flat=True))
 
 
+def test_a_shorter_grace_asked_later_ends_a_pumps_drain_sooner(settings):
+    """A Pump letting go drains with its group's SHUTDOWN_GRACE; the node's stop may then bring it forward."""
+    started = time.monotonic()
+    with running(settings, {"g": group(POOL_SIZE=4, SHUTDOWN_GRACE=30)}, grace=0.3) as node:
+        jobs.sleep.using(queue="default").enqueue_many([{"seconds": 60}] * 2)
+        wait_until(lambda: Lease.objects.count() == 2)
+        node.pumps[0].shutdown(timedelta(seconds=30))  # as when it lets go
+    assert time.monotonic() - started < 15  # not the first request's 30 s
+    assert states() == {"scheduled": 2}
+    assert Counter(Outcome.objects.values_list("kind", flat=True)) == {"released": 2}
+
+
 def test_a_halted_pump_leaves_its_siblings_running(settings, monkeypatch):
     StoreClass = type(get_store())
     original = StoreClass.claim

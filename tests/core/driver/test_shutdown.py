@@ -117,13 +117,46 @@ DRAIN = [
         ],
     ),
     scenario(
-        "a second shutdown request changes nothing",
+        "a second shutdown request that would end the grace later changes nothing",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1), execute(1)),
+            (shutdown(grace=5), [wake(5)]),
+            (shutdown(grace=30, s=1), []),
+            (timer(5), [*signal(1), wake(5 + WINDOW)]),
+        ],
+    ),
+    scenario(
+        "a second shutdown request brings the grace's end earlier (a node stopping a Pump that lets go)",
         [
             (poll(), [claim(3)]),
             (claimed(1), execute(1)),
             (shutdown(grace=30), [wake(30)]),
-            (shutdown(grace=0, s=1), []),
-            (timer(30), [*signal(1), wake(30 + WINDOW)]),
+            (shutdown(grace=5, s=1), [wake(6)]),
+            (timer(6), [*signal(1), wake(6 + WINDOW)]),
+        ],
+    ),
+    scenario(
+        "a second shutdown request with no grace asks every handler to stop at once",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1), execute(1)),
+            (shutdown(grace=30), [wake(30)]),
+            (shutdown(grace=0, s=1), [*signal(1), wake(1 + WINDOW)]),
+            (shutdown(grace=0, s=2), []),  # the grace is over: nothing is asked twice
+        ],
+    ),
+    scenario(
+        "the first request's grace, passed after a second one ended it, asks nothing again",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1), execute(1)),
+            (shutdown(grace=30), [wake(30)]),
+            (shutdown(grace=0, s=1), [*signal(1), wake(1 + WINDOW)]),
+            (raised(1, "JobCancelled", s=2), [report(released(1))]),
+            (reported(failed=True, s=2), []),
+            (poll(s=31), [report(released(1)), wake(31 + FINAL)]),  # the cut-off's final window begins
+            (reported(applied=[1], s=31), STOPPED),
         ],
     ),
 ]
