@@ -1,4 +1,5 @@
-"""Deadlines the Node Driver keeps: a handler's timeout, the end of its grace, the shutdown grace.
+"""Deadlines the Node Driver keeps: a handler's timeout, the end of its grace, the shutdown grace, the end of
+an outcome's linger.
 
 A min-heap of (time, sequence, kind, job id, attempt) tuples, so adding and firing are both O(log n), and
 the heap compares them in C (a frozen dataclass with ``order=True`` compared in Python: the Pump spent more
@@ -29,6 +30,7 @@ class Kind(enum.IntEnum):
     GRACE = 3  # the shutdown grace is over: ask every handler to stop
     CUT_OFF = 4  # handlers had their chance to stop: give their jobs back without them
     GIVE_UP = 5  # outcomes that could not be written during shutdown are dropped (their leases lapse)
+    FLUSH = 6  # outcomes that waited REPORT_LINGER for the pool's other handlers are written
 
 
 #: The kinds that belong to one Attempt, and end with it.

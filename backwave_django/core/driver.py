@@ -37,6 +37,15 @@ STORE_BACKOFF_MIN = timedelta(milliseconds=100)
 STORE_BACKOFF_MAX = timedelta(seconds=5)
 
 
+#: How long a finished Attempt's outcome waits, while other handlers of the pool still run, for theirs
+#: to share its write. A Pump that wrote whenever it had nothing else to do made a round-trip for every
+#: job or two of a batch that ends within a few milliseconds, each holding up the claim that refills the
+#: pool, and on SQLite each queuing behind the handlers' own writes (docs/performance.md, "The report
+#: linger"). The last handler of the pool to finish, a full batch, a poll, a heartbeat and a shutdown
+#: write at once, so a lone job is never held up.
+REPORT_LINGER = timedelta(milliseconds=10)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DriverConfig:
     """The dials of one Pump (their defaults live in ``conf``, the one table of defaults)."""
@@ -51,6 +60,7 @@ class DriverConfig:
     timeout: timedelta | None  # the group's time limit per Attempt; a job's own overrides it
     retention: tuple[RetentionRule, ...] = ()  # no purge unless told
     misfire_grace: timedelta = timedelta(seconds=60)  # a schedule tick older than this is missed
+    report_linger: timedelta = REPORT_LINGER  # a fact of the Core, not a setting; tests may shorten it
 
 
 class Why(enum.Enum):
@@ -83,6 +93,8 @@ class NodeDriver:
         self.config = config
         self.executing: dict[int, _Running] = {}
         self.buffer: list[OutcomeReport] = []
+        self.buffered_since: datetime | None = None  # when the oldest outcome in the buffer was buffered
+        self.linger_until: datetime | None = None  # the FLUSH deadline set and not yet fired
         self.reservations: deque[int] = deque()  # one per claim issued and not yet completed
         self.reports_in_flight: deque[tuple[OutcomeReport, ...]] = deque()  # batches not yet answered
         self.pending_claims: deque[PlannedClaim] = deque()  # the rest of a Weighted pass
@@ -161,7 +173,21 @@ class NodeDriver:
         return self._on_poll(event.now)
 
     def _on_idle(self, event: ev.Idle) -> list[cmd.Command]:
-        return self._on_poll(event.now) if self.buffer else []
+        if not self.buffer:
+            return []
+        if self.executing and not self.draining and self.buffered_since is not None:
+            until = self.buffered_since + self.config.report_linger
+            if event.now < until:
+                return self._linger(until)
+        return self._on_poll(event.now)
+
+    def _linger(self, until: datetime) -> list[cmd.Command]:
+        """Keep the buffered outcomes back for those of the handlers still running, until ``until`` at the
+        latest."""
+        if self.linger_until != until:
+            self.linger_until = until
+            self.deadlines.add(until, Kind.FLUSH)
+        return []
 
     def _on_succeeded(self, event: ev.ExecutionSucceeded) -> list[cmd.Command]:
         return self._on_finished(event.job_id, OutcomeKind.SUCCEEDED, "")
@@ -291,6 +317,8 @@ class NodeDriver:
         return running
 
     def _buffer(self, job: ClaimedJob, kind: OutcomeKind, message: str) -> None:
+        if not self.buffer:
+            self.buffered_since = self.now
         self.buffer.append(
             OutcomeReport(
                 job_id=job.id, attempt=job.attempt, kind=kind, max_attempts=job.max_attempts, message=message
@@ -366,6 +394,9 @@ class NodeDriver:
         return commands
 
     def _fire(self, deadline: Deadline, now: datetime) -> list[cmd.Command]:
+        if deadline.kind is Kind.FLUSH:
+            self.linger_until = None
+            return self._on_poll(now) if self.buffer else []
         if deadline.kind is Kind.GRACE:
             return self._ask_all_to_stop(deadline.at)
         if deadline.kind is Kind.CUT_OFF:

@@ -56,6 +56,9 @@ INVARIANTS: dict[str, str] = {
     "PumpsGrowOnlyWhenStarved": "a node adds a Pump to a group only while each of its Pumps has claimed "
     "starved (a full batch of at least half what one claim may take) three times in a row, and never past "
     "MAX_PUMPS; it lets one go only after 30 s without a starved claim, and never below PUMPS",
+    "OutcomesLingerBounded": "once its loop has nothing else to do (Idle) and the store is not backing off, "
+    "a Pump holds no finished outcome unwritten longer than REPORT_LINGER, nor at all once no handler runs "
+    "or a shutdown has begun",
     "PumpLoopSound": "the Driver never raises on the events the Shell feeds it",
     "DeadlinesFollowAttempts": "a Driver keeps time-limit deadlines only for the Attempts it runs (an "
     "Attempt that ends takes its deadlines with it), and holds at most twice as many entries as those, plus "

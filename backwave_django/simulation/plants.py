@@ -165,6 +165,14 @@ class _StarvedByAnyFullClaim(NodeDriver):
         self.starvation = _AnyFullClaim(wide=self.starvation.wide)
 
 
+class _LingersWhileAnyRuns(NodeDriver):
+    """A Driver whose outcomes wait for every running handler, however long they run: a slow job holds the
+    outcomes of the quick ones (and their slots) until it ends."""
+
+    def _on_idle(self, event: ev.Idle) -> list[cmd.Command]:
+        return [] if self.executing and not self.draining else super()._on_idle(event)
+
+
 class _ForgetsLiveRuns(MemoryStore):
     """The schedules are read, and minted, without their live runs: NO_OVERLAP never sees one."""
 
@@ -359,6 +367,11 @@ PLANTS = (
         description="a Pump counts every full claim as starved, however few jobs it asked for, so slow jobs "
         "grow a group",
         driver_class=_StarvedByAnyFullClaim,
+    ),
+    Plant(
+        name="lingers-while-any-runs",
+        description="outcomes wait for every running handler to finish, however long it runs",
+        driver_class=_LingersWhileAnyRuns,
     ),
 )
 

@@ -111,6 +111,7 @@ class SimPump:
         self.asked: deque[int] = deque()
         self.starved_in_a_row = 0
         self.last_starved: datetime | None = None
+        self.unwritten: dict[int, datetime] = {}  # job id -> since when its outcome waits in the buffer
 
     def wall(self, at: int | None = None) -> datetime:
         """This node's clock (skewed), now or at virtual time ``at``."""
@@ -225,6 +226,7 @@ class SimPump:
         except Exception as exc:
             self.sim.checker.fail("PumpLoopSound", f"{self.worker_id}: the Driver raised {exc!r} on {event}")
         self._check_deadlines()
+        self._check_linger(event)
         self.sim.steps += 1
         if isinstance(event, ev.ClaimCompleted):
             self.node.adapt()  # shell.node.Node.adapt runs every tick; a claim is when its answer can change
@@ -245,6 +247,28 @@ class SimPump:
             self.last_starved = now
         else:
             self.starved_in_a_row = 0
+
+    def _check_linger(self, event: ev.Event) -> None:
+        """OutcomesLingerBounded, timed by the simulator itself: since when each outcome in the buffer has
+        been there (an outcome put back after a failed write counts from then)."""
+        driver = self.driver
+        buffered = {report.job_id for report in driver.buffer}
+        self.unwritten = {job_id: self.unwritten.get(job_id, event.now) for job_id in buffered}
+        if not isinstance(event, ev.Idle) or not buffered or driver.stopped or driver.halted:
+            return
+        if driver.store_retry_at is not None and event.now < driver.store_retry_at:
+            return  # backing off: the store is written to once it is back
+        oldest = min(self.unwritten.values())
+        lingering = driver.executing and not driver.draining
+        self.sim.checker.expect(
+            bool(lingering) and event.now - oldest < driver.config.report_linger,
+            "OutcomesLingerBounded",
+            lambda: (
+                f"{self.worker_id}: idle with {len(buffered)} outcome(s) unwritten since "
+                f"{(event.now - oldest).total_seconds() * 1000:.1f} ms, {len(driver.executing)} running, "
+                f"draining {driver.draining}"
+            ),
+        )
 
     def _check_deadlines(self) -> None:
         deadlines, executing = self.driver.deadlines, self.driver.executing

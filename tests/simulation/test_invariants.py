@@ -305,6 +305,11 @@ class AlwaysStarved(NodeDriver):
         self.starvation = NeverCalm(wide=self.starvation.wide)
 
 
+class NeverWritesWhenIdle(NodeDriver):
+    def _on_idle(self, event: ev.Idle) -> list[cmd.Command]:
+        return []
+
+
 class StatusAfterStop(NodeDriver):
     def _stop_if_idle(self) -> list[cmd.Command]:
         commands = super()._stop_if_idle()
@@ -356,6 +361,7 @@ SHELL_SIDE: dict[str, tuple[int, Plant]] = {
     "NothingStartsAfterGrace": (163, Plant(name="late start", description="", driver_class=StartsAfterGrace)),
     "ShutdownBounded": (15, Plant(name="no stop", description="", driver_class=NeverStops)),
     "PumpsGrowOnlyWhenStarved": (0, Plant(name="starved", description="", driver_class=AlwaysStarved)),
+    "OutcomesLingerBounded": (3, Plant(name="never idle", description="", driver_class=NeverWritesWhenIdle)),
     "StatusFinal": (3, Plant(name="status after stop", description="", driver_class=StatusAfterStop)),
     "PumpLoopSound": (0, Plant(name="raises", description="", driver_class=RaisesWhenIdle)),
     "DeadlinesFollowAttempts": (0, Plant(name="hoards", description="", driver_class=HoardsDeadlines)),

@@ -29,6 +29,7 @@ SEEDS = {
     "tags-ignore-fence": (28, "TagsFromFencedOutcome"),
     "failure-releases-children": (24, "ChildAfterParents"),
     "starved-by-any-full-claim": (56, "PumpsGrowOnlyWhenStarved"),
+    "lingers-while-any-runs": (3, "OutcomesLingerBounded"),
 }
 BY_NAME = {plant.name: plant for plant in PLANTS}
 

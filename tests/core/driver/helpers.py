@@ -43,8 +43,9 @@ def secs(seconds: float) -> timedelta:
 
 def config(**overrides: Any) -> DriverConfig:
     """A DriverConfig (it has no defaults of its own): a Strict policy on ``default``, a pool of 4, claims and
-    outcome batches of 3, 60 s leases, maintenance every 5 s, exact retries and no timeout. A callable
-    ``policy`` is called, so a Weighted policy (it keeps credit) is fresh for every Driver."""
+    outcome batches of 3, 60 s leases, maintenance every 5 s, exact retries, no timeout and no linger
+    (outcomes are written whenever the Driver is idle; tests/core/driver/test_outcomes.py sets one). A
+    callable ``policy`` is called, so a Weighted policy (it keeps credit) is fresh for every Driver."""
     dials: dict[str, Any] = {
         "policy": Strict(Q),
         "pool_size": 4,
@@ -54,6 +55,7 @@ def config(**overrides: Any) -> DriverConfig:
         "maintenance_interval": secs(5),
         "retry": RETRY,
         "timeout": None,
+        "report_linger": timedelta(0),
         **overrides,
     }
     if callable(dials["policy"]):

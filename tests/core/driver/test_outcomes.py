@@ -287,6 +287,89 @@ def test_idle_flushes_buffered_outcomes_and_nothing_else(dials, script):
     run(driver(**dials), script)
 
 
+# -- the linger: an outcome waits a little for those of the handlers still running --------------------------
+
+L = 0.01  # the linger these scenarios set (the default is the Core's REPORT_LINGER)
+
+LINGER = [
+    scenario(
+        "while others run, idle keeps an outcome back and asks to be woken when its linger ends",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1, 2), execute(1, 2)),
+            (succeeded(1), []),
+            (idle(), [wake(L)]),
+            (idle(s=L / 2), []),  # the same linger: no second deadline
+            (timer(s=L), [report(ok(1)), claim(2)]),
+        ],
+    ),
+    scenario(
+        "the linger runs from the oldest outcome buffered, not the newest",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1, 2, 3), [*execute(1, 2, 3), REPOLL]),
+            (succeeded(1), []),
+            (idle(), [wake(L)]),
+            (succeeded(2, s=L / 2), []),
+            (idle(s=L / 2), []),
+            (timer(s=L), [report(ok(1), ok(2)), claim(1)]),
+        ],
+        max_outcome_batch=10,
+    ),
+    scenario(
+        "the last running handler's outcome is written at once, with those that lingered; the deadline then "
+        "finds nothing",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1, 2), execute(1, 2)),
+            (succeeded(1), []),
+            (idle(), [wake(L)]),
+            (succeeded(2, s=L / 2), [report(ok(1), ok(2))]),
+            (timer(s=L), []),
+        ],
+        max_outcome_batch=10,
+    ),
+    scenario(
+        "an idle moment past the linger writes at once",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1, 2), execute(1, 2)),
+            (succeeded(1), []),
+            (idle(s=2 * L), [report(ok(1)), claim(2)]),
+        ],
+    ),
+    scenario(
+        "a new linger after one has fired gets a deadline of its own",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1, 2, 3), [*execute(1, 2, 3), REPOLL]),
+            (succeeded(1), []),
+            (idle(), [wake(L)]),
+            (timer(s=L), [report(ok(1)), claim(1)]),
+            (succeeded(2, s=L), []),
+            (idle(s=L), [wake(2 * L)]),
+            (timer(s=2 * L), [report(ok(2))]),  # the claim is still in flight
+        ],
+    ),
+    scenario(
+        "during shutdown nothing lingers",
+        [
+            (poll(), [claim(3)]),
+            (claimed(1, 2), execute(1, 2)),
+            (succeeded(1), []),
+            (shutdown(grace=30), [report(ok(1)), wake(30)]),
+            (reported(failed=True), []),
+            (idle(), [report(ok(1))]),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("dials", "script"), LINGER)
+def test_an_outcome_lingers_for_the_running_handlers_but_never_past_its_linger(dials, script):
+    run(driver(report_linger=secs(L), **dials), script)
+
+
 # -- answers to a report ----------------------------------------------------------------------------------
 
 REPOLLS = [
