@@ -161,6 +161,27 @@ def sqlite_problems(alias: str, database: dict[str, Any]) -> list[checks.CheckMe
     ]
 
 
+def worker_connection_problems(alias: str, database: dict[str, Any]) -> list[checks.CheckMessage]:
+    """The W005 warning, which ``backwave_pump`` prints when it starts (it is not a registered check: a web
+    process may well want ``CONN_MAX_AGE = 0``): connections to the jobs' database are closed when each
+    Attempt ends, so every job that uses the database opens one of its own."""
+    options = database.get("OPTIONS") or {}
+    if database.get("CONN_MAX_AGE", 0) != 0 or options.get("pool"):
+        return []
+    return [
+        checks.Warning(
+            f"DATABASES[{alias!r}] has CONN_MAX_AGE 0: every job that uses the database opens a connection "
+            "of its own, and the per-Attempt scope closes it when the Attempt ends (on PostgreSQL, jobs that "
+            "write one row drained about 6 times slower so than with CONN_MAX_AGE 60).",
+            hint='Set "CONN_MAX_AGE": 60 (each worker thread then keeps its connection between Attempts, and '
+            "closes it once it is that old or broken), or on PostgreSQL with Django 5.1+ "
+            '"OPTIONS": {"pool": True} (needs psycopg[pool]). Silence it with SILENCED_SYSTEM_CHECKS. See '
+            "docs/howto/deploy.md.",
+            id="backwave.W005",
+        )
+    ]
+
+
 @checks.register("backwave")
 def check_database_server(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """On Django's mysql backend: read what the server is (MariaDB or MySQL, its version) and how the

@@ -9,9 +9,12 @@ import threading
 import time
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
 
 from ... import conf
+from ...checks import worker_connection_problems
 from ...core.health import GroupHealth
 from ...shell.node import TICK, Node
 from .. import arguments
@@ -70,11 +73,18 @@ class Command(BaseCommand):
         finally:
             gc.freeze()
 
+    def _warn_about_connections(self, alias: str) -> None:
+        silenced = set(django_settings.SILENCED_SYSTEM_CHECKS)
+        for warning in worker_connection_problems(alias, connections.settings.get(alias, {})):
+            if warning.id not in silenced:
+                self.stderr.write(f"{warning}")
+
     def handle(self, *args: Any, **options: Any) -> None:
         grace = arguments.given(options, "grace", GRACE)
         horizon = arguments.given(options, "burst_horizon", BURST_HORIZON)
         settings = conf.get()
         groups = options["groups"] or list(settings.groups)
+        self._warn_about_connections(settings.database)
         try:
             node = Node(groups, hints=False if options["no_hints"] else None)
         except ValueError as exc:
