@@ -240,6 +240,16 @@ def test_outcomes_are_batched_and_flushed_by_the_rules(dials, script):
 
 # -- Idle: the Shell has absorbed a burst ------------------------------------------------------------------
 
+# A job ended before the shutdown and its first write failed: the next idle moment writes it again.
+DURING_SHUTDOWN = [
+    (poll(), [claim(3)]),
+    (claimed(1, 2), execute(1, 2)),
+    (succeeded(1), []),
+    (shutdown(grace=30), [report(ok(1)), wake(30)]),
+    (reported(failed=True), []),
+    (idle(), [report(ok(1))]),
+]
+
 IDLE = [
     scenario("with nothing at all, idle does nothing", [(idle(), [])]),
     scenario(
@@ -269,14 +279,7 @@ IDLE = [
     ),
     scenario(
         "with outcomes buffered during shutdown, idle only flushes",
-        [
-            (poll(), [claim(3)]),
-            (claimed(1, 2), execute(1, 2)),
-            (succeeded(1), []),
-            (shutdown(grace=30), [report(ok(1)), wake(30)]),
-            (reported(failed=True), []),
-            (idle(), [report(ok(1))]),
-        ],
+        DURING_SHUTDOWN,
         max_outcome_batch=10,
     ),
 ]
@@ -353,14 +356,7 @@ LINGER = [
     ),
     scenario(
         "during shutdown nothing lingers",
-        [
-            (poll(), [claim(3)]),
-            (claimed(1, 2), execute(1, 2)),
-            (succeeded(1), []),
-            (shutdown(grace=30), [report(ok(1)), wake(30)]),
-            (reported(failed=True), []),
-            (idle(), [report(ok(1))]),
-        ],
+        DURING_SHUTDOWN,
     ),
 ]
 
