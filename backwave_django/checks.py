@@ -165,8 +165,9 @@ def worker_connection_problems(alias: str, database: dict[str, Any]) -> list[che
     """The W005 warning, which ``backwave_pump`` prints when it starts (it is not a registered check: a web
     process may well want ``CONN_MAX_AGE = 0``): connections to the jobs' database are closed when each
     Attempt ends, so every job that uses the database opens one of its own."""
-    options = database.get("OPTIONS") or {}
-    if database.get("CONN_MAX_AGE", 0) != 0 or options.get("pool"):
+    options = database.get("OPTIONS")
+    pooled = isinstance(options, dict) and options.get("pool")
+    if database.get("CONN_MAX_AGE", 0) != 0 or pooled:
         return []
     return [
         checks.Warning(

@@ -25,6 +25,8 @@ def test_conn_max_age_0_gets_a_warning_that_says_what_to_set():
         {"ENGINE": PG},  # Django's default CONN_MAX_AGE is 0
         {"ENGINE": "django.db.backends.sqlite3", "OPTIONS": {"timeout": 20}},
         {"ENGINE": "django.db.backends.mysql", "CONN_MAX_AGE": 0, "OPTIONS": {"pool": False}},
+        {"ENGINE": PG, "OPTIONS": None},
+        {"ENGINE": PG, "OPTIONS": ["not", "a", "dict"]},  # Django refuses it when it connects; not us
     ],
 )
 def test_every_engine_left_at_conn_max_age_0_is_warned(database):
