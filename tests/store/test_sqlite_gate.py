@@ -4,6 +4,7 @@ timeout, and given back however a transaction ends."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -112,6 +113,40 @@ def test_a_transaction_holds_the_gate_from_begin_to_commit_and_a_lone_write_only
         cursor.execute("BEGIN IMMEDIATE")
     wrapper.rollback()
     assert gate.holder is None
+
+
+def test_a_lone_write_that_returns_rows_ends_before_the_gate_is_given_back(handler):
+    """SQLite commits an INSERT ... RETURNING only once its rows are read: given back before that, the gate let
+    the next writer meet the write lock still taken (and sleep in SQLite's busy handler)."""
+    wrapper = gated(handler)
+    gate = wrapper._backwave_gate
+    other = sqlite3.connect(wrapper.settings_dict["NAME"], timeout=0, isolation_level=None)
+    try:
+        with wrapper.cursor() as cursor:
+            cursor.execute("INSERT INTO t VALUES (%s), (%s), (%s) RETURNING x", [1, 2, 3])
+            assert gate.holder is None
+            other.execute("BEGIN IMMEDIATE")  # the write lock is free: the insert has committed
+            other.execute("ROLLBACK")
+            assert cursor.fetchone() == (1,)
+            assert cursor.fetchmany(1) == [(2,)]
+            assert list(cursor) == [(3,)]
+            assert cursor.fetchall() == []
+            cursor.execute("SELECT x FROM t ORDER BY x DESC")  # the cursor's next statement reads anew
+            assert cursor.fetchall() == [(3,), (2,), (1,)]
+            cursor.execute("UPDATE t SET x = x + 10 WHERE x > %s RETURNING x", [1])
+            assert sorted(cursor.fetchall()) == [(12,), (13,)]
+            cursor.execute("DELETE FROM t WHERE x = %s", [12])  # no rows: nothing to read ahead
+            assert cursor.rowcount == 1
+        with wrapper.cursor() as cursor:  # inside a transaction the gate stays until it ends: no reading ahead
+            cursor.execute("BEGIN")
+            cursor.execute("INSERT INTO t VALUES (%s) RETURNING x", [4])
+            assert gate.holder is wrapper
+            assert cursor.fetchall() == [(4,)]
+        wrapper.commit()
+        assert gate.holder is None
+        assert other.execute("SELECT x FROM t ORDER BY x").fetchall() == [(1,), (4,), (13,)]
+    finally:
+        other.close()
 
 
 def test_a_writer_waits_on_the_gate_and_goes_the_moment_it_is_free_while_readers_pass(handler):
