@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -306,6 +307,19 @@ def _moves(moves: Sequence[Change]) -> dict[str, Any]:
     return {"ids": [c.job_id for c in moves], "attempts": [c.attempt for c in moves], "changes": Jsonb(found)}
 
 
+def _pipeline(raw: Any, statements: int) -> AbstractContextManager[Any]:
+    """psycopg's pipeline on ``raw`` for more than one statement (nothing for one)."""
+    return raw.pipeline() if statements > 1 else nullcontext()
+
+
+@functools.cache
+def pipelines() -> bool:
+    """Whether psycopg's libpq sends pipelines (libpq 14 on; psycopg's binary wheels bring their own)."""
+    import psycopg
+
+    return bool(psycopg.Pipeline.is_supported())
+
+
 @functools.cache
 def _hot_cursor(prepare: bool) -> Any:
     """A psycopg cursor class (server-side binding) that always passes ``prepare`` to psycopg, which Django's
@@ -387,32 +401,47 @@ class PostgresStore(DjangoStore):
         return f"{column} = ANY(%s)", [list(values)]
 
     def _rows(self, sql: str, params: Any, *, prepare: bool = False) -> list[tuple[Any, ...]]:
-        """Run one hot statement with server-side binding. It still goes through Django's cursor wrapper,
-        so execute wrappers see it.
+        """Run one hot statement with server-side binding (see :meth:`_results`)."""
+        return self._results([(sql, params)], prepare=prepare)[0]
 
-        ``prepare``: keep it prepared on this connection. Django turns psycopg's prepared statements off
+    def _results(
+        self, statements: Sequence[tuple[str, Any]], *, prepare: bool = False
+    ) -> list[list[tuple[Any, ...]]]:
+        """Run hot statements with server-side binding, each one's rows. They still go through Django's
+        cursor wrapper, so execute wrappers see them. Several go in one pipeline: one round-trip, and, outside
+        a transaction, one transaction that the server commits at the pipeline's end (its Sync).
+
+        ``prepare``: keep them prepared on this connection. Django turns psycopg's prepared statements off
         unless ``OPTIONS['prepare_threshold']`` says otherwise, so unless ``BACKWAVE['PREPARED_STATEMENTS']``
         is False the threshold is lifted for this one call (the project's own queries are untouched).
         The enqueue statements ask for it (planning is a third of a single enqueue's server time, and their
-        plan is the same for every call), and so do the report and the sweep's moves (planning them was a
-        fifth of the drain at the default batch sizes; their plans reach every row by its key, so the generic
-        plan suits every batch size). Everything else here is planned for its own parameters, even
-        where the project's ``prepare_threshold`` prepares everything else.
+        plan is the same for every call), and so do the report, the sweep's moves and the claim of one queue
+        (planning them was a fifth of the drain at the default batch sizes; their plans reach every row by
+        its key, or walk the claim index in its order, so the generic plan suits every batch size).
+        Everything else here is planned for its own parameters, even where the project's
+        ``prepare_threshold`` prepares everything else.
         """
         self.connection.ensure_connection()
         raw = self.connection.connection
         prepare = prepare and conf.get().prepared_statements
         lift = prepare and raw.prepare_threshold is None
+        cursor_class = _hot_cursor(prepare)
         try:
-            with CursorWrapper(_hot_cursor(prepare)(raw), self.connection) as cursor:
+            with ExitStack() as cursors_open:
+                cursors = [
+                    cursors_open.enter_context(CursorWrapper(cursor_class(raw), self.connection))
+                    for _ in statements
+                ]
                 if lift:
                     raw.prepare_threshold = 0
                 try:
-                    cursor.execute(sql, params)
+                    with self.connection.wrap_database_errors, _pipeline(raw, len(statements)):
+                        for cursor, (sql, params) in zip(cursors, statements, strict=True):
+                            cursor.execute(sql, params)
                 finally:
                     if lift:
                         raw.prepare_threshold = None
-                return list(cursor.fetchall())
+                return [list(cursor.fetchall()) for cursor in cursors]
         except DatabaseError as exc:
             from psycopg.errors import DuplicatePreparedStatement, InvalidSqlStatementName
 

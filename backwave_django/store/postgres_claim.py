@@ -1,13 +1,17 @@
 """PostgreSQL's claim of one queue in one round-trip: the queue's advisory lock, its settings and the guarded
-claim, sent together as one simple query, which the server runs as one transaction.
+claim, sent together, which the server runs as one transaction.
 
 The claim of a group with one queue (the default group's) used to take five round-trips: BEGIN, the lock and
 settings, a look for due work, the claim, COMMIT; under a backlog the Pump spent most of its time waiting on
-them. Sent as one query string, the two statements still run as they did inside ``atomic``: the shared
-advisory lock is taken first and held to the end of the (implicit) transaction, and in READ COMMITTED the
-claim statement takes its snapshot after the lock was granted, so it sees every operator change that held the
-exclusive lock before it (a pause committed before the claim is seen by the claim's guard). Client-side
-binding is what lets one query carry two statements; psycopg quotes every parameter.
+them. Sent together, the two statements still run as they did inside ``atomic``: the shared advisory lock is
+taken first and held to the end of the (implicit) transaction, and in READ COMMITTED the claim statement takes
+its snapshot after the lock was granted, so it sees every operator change that held the exclusive lock before
+it (a pause committed before the claim is seen by the claim's guard).
+
+They go as one pipeline of two prepared statements (the server commits the implicit transaction at the
+pipeline's Sync): planning the claim was most of its server time, 0.29 ms against 0.07 ms executing it. Where
+psycopg's libpq cannot send pipelines (before libpq 14), they go as one simple query of two statements, bound
+on the client, planned every time.
 
 What the statements leave to the ORM path: a queue with a concurrency limit (the guard makes the claim take
 nothing, and the claim is made again under the settings row lock) and a caller's open transaction.
@@ -47,7 +51,7 @@ def claim_one_queue(
 ) -> tuple[bool, list[ClaimedJob]]:
     """Claim up to ``take`` jobs of ``queue`` in one round-trip. Returns (limited, jobs): limited is True when
     the queue has a concurrency limit and is not paused, and then nothing was claimed."""
-    from .postgres import ADVISORY_CLASS, CLAIM_UNLIMITED_QUEUE
+    from .postgres import ADVISORY_CLASS, CLAIM_UNLIMITED_QUEUE, pipelines
 
     changes.claimable_state()  # the state the statement picks from: its move to leased is still legal
     params = {
@@ -58,7 +62,11 @@ def claim_one_queue(
         "owner": worker_id,
         "expires": now + lease_duration,
     }
-    settings, rows = _two_results(store, f"{LOCK_AND_READ_ONE};{CLAIM_UNLIMITED_QUEUE}", params)
+    if pipelines():
+        statements = [(LOCK_AND_READ_ONE, params), (CLAIM_UNLIMITED_QUEUE, params)]
+        settings, rows = store._results(statements, prepare=True)
+    else:
+        settings, rows = _one_query(store, f"{LOCK_AND_READ_ONE};{CLAIM_UNLIMITED_QUEUE}", params)
     _, paused, limit = settings[0]
     limited = limit is not None and not paused
     if limited and rows:  # the guard leaves a limited queue to the ORM path: only a bug gets here
@@ -66,7 +74,7 @@ def claim_one_queue(
     return limited, [changes.claimed_job(row) for row in rows]
 
 
-def _two_results(store: PostgresStore, sql: str, params: dict[str, Any]) -> Sequence[list[tuple[Any, ...]]]:
+def _one_query(store: PostgresStore, sql: str, params: dict[str, Any]) -> Sequence[list[tuple[Any, ...]]]:
     store.connection.ensure_connection()
     with CursorWrapper(_client_cursor()(store.connection.connection), store.connection) as cursor:
         cursor.execute(sql, params)

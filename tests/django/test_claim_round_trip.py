@@ -32,18 +32,30 @@ def _claim(queue: str, max_jobs: int = 10) -> list[int]:
     return [job.id for job in claimed]
 
 
-def test_a_one_queue_claim_is_one_statement_and_leases_in_claim_order():
+@pytest.mark.parametrize("pipelined", [True, False], ids=["pipeline", "one-query"])
+def test_a_one_queue_claim_is_one_round_trip_and_leases_in_claim_order(monkeypatch, pipelined):
+    """Two prepared statements in one pipeline (the server commits them together at its Sync), or, where libpq
+    has no pipelines, one simple query of both: no BEGIN and no COMMIT either way."""
+    from psycopg.pq import TransactionStatus
+
+    from backwave_django.store import postgres
+
+    if not pipelined:
+        monkeypatch.setattr(postgres, "pipelines", lambda: False)
     low = jobs.add.using(priority=0).enqueue_many([(i, i) for i in range(3)])
     high = jobs.add.using(priority=5).enqueue(a=9, b=9)
     statements = []
 
     def count(execute, sql, params, many, context):
-        statements.append(sql)
+        statements.append(" ".join(sql.split())[:40])
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(count):
         ids = _claim("default", max_jobs=3)
-    assert len(statements) == 1  # BEGIN and COMMIT are not sent: the server runs the query as one transaction
+    assert len(statements) == (2 if pipelined else 1)
+    assert statements[0].startswith("SELECT pg_advisory_xact_lock_shared")
+    assert connection.get_autocommit()
+    assert connection.connection.info.transaction_status == TransactionStatus.IDLE  # nothing left open
     assert ids == [high.id, low[0].id, low[1].id]
     assert set(Lease.objects.values_list("job_id", flat=True)) == set(ids)
     assert set(Job.objects.filter(id__in=ids).values_list("state", "attempt")) == {("leased", 1)}
