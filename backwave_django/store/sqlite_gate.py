@@ -140,7 +140,9 @@ def _gated(gate: Gate, wrapper: Any, timeout: float) -> Callable[..., Any]:
         try:
             result = run(sql, params, many, context)
             if held and not many and not _in_transaction(wrapper.connection):
-                _drain_returned_rows(wrapper, context["cursor"], sql)
+                drained = _drain_returned_rows(wrapper, context["cursor"], sql)
+                if drained is not None and result is drained._inner:  # sqlite3's execute returns its cursor
+                    return drained
             return result
         finally:
             if held and not _in_transaction(wrapper.connection):  # one statement alone, or a failed BEGIN
@@ -149,15 +151,16 @@ def _gated(gate: Gate, wrapper: Any, timeout: float) -> Callable[..., Any]:
     return execute
 
 
-def _drain_returned_rows(wrapper: Any, owner: Any, sql: str) -> None:
+def _drain_returned_rows(wrapper: Any, owner: Any, sql: str) -> _Drained | None:
     """Read the rows of a lone write that returns some (``RETURNING``), which ends its implicit transaction,
-    and let ``owner`` (Django's cursor wrapper) hand them out."""
+    and let ``owner`` (Django's cursor wrapper) hand them out; what stands in for its cursor now, if any."""
     inner = owner.cursor
     if inner.description is None or _first_word(sql) not in RETURNING_WRITES:
-        return
+        return None
     with wrapper.wrap_database_errors:
         rows = inner.fetchall()
     owner.cursor = _Drained(owner, inner, rows)
+    return owner.cursor
 
 
 class _Drained:

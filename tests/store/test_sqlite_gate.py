@@ -116,8 +116,8 @@ def test_a_transaction_holds_the_gate_from_begin_to_commit_and_a_lone_write_only
 
 
 def test_a_lone_write_that_returns_rows_ends_before_the_gate_is_given_back(handler):
-    """SQLite commits an INSERT ... RETURNING only once its rows are read: given back before that, the gate let
-    the next writer meet the write lock still taken (and sleep in SQLite's busy handler)."""
+    """SQLite commits an INSERT ... RETURNING only once its rows are read: given back before that, the gate
+    let the next writer meet the write lock still taken (and sleep in SQLite's busy handler)."""
     wrapper = gated(handler)
     gate = wrapper._backwave_gate
     other = sqlite3.connect(wrapper.settings_dict["NAME"], timeout=0, isolation_level=None)
@@ -137,7 +137,10 @@ def test_a_lone_write_that_returns_rows_ends_before_the_gate_is_given_back(handl
             assert sorted(cursor.fetchall()) == [(12,), (13,)]
             cursor.execute("DELETE FROM t WHERE x = %s", [12])  # no rows: nothing to read ahead
             assert cursor.rowcount == 1
-        with wrapper.cursor() as cursor:  # inside a transaction the gate stays until it ends: no reading ahead
+            returned = cursor.execute("INSERT INTO t VALUES (%s) RETURNING x", [5])  # what execute gives back
+            assert returned.fetchall() == [(5,)]
+            cursor.execute("DELETE FROM t WHERE x = %s", [5])
+        with wrapper.cursor() as cursor:  # in a transaction the gate stays until it ends: no reading ahead
             cursor.execute("BEGIN")
             cursor.execute("INSERT INTO t VALUES (%s) RETURNING x", [4])
             assert gate.holder is wrapper
