@@ -159,8 +159,8 @@ def _drain_returned_rows(wrapper: Any, owner: Any, sql: str) -> _Drained | None:
         return None
     with wrapper.wrap_database_errors:
         rows = inner.fetchall()
-    owner.cursor = _Drained(owner, inner, rows)
-    return owner.cursor
+    drained = owner.cursor = _Drained(owner, inner, rows)
+    return drained
 
 
 class _Drained:
