@@ -414,16 +414,26 @@ class JobFunction[**P, R]:
 
         settings = conf.get()
         now = timezone.now()
-        new_jobs = self._new_jobs(arguments, now)
         store = get_store(settings.database)
-        enqueued = store.enqueue(new_jobs, now=now, max_payload_bytes=settings.max_payload_bytes)
-        telemetry.enqueued(self._options.queue or self.registration.queue, len(new_jobs))
+        new_jobs: list[NewJob] = []
+
+        def make(
+            start: int, stop: int
+        ) -> list[NewJob]:  # the store may ask in parts, to write while we encode
+            part = self._new_jobs(arguments[start:stop], now, first=start)
+            new_jobs.extend(part)
+            return part
+
+        count = len(arguments)
+        enqueued = store.enqueue_in_parts(count, make, now=now, max_payload_bytes=settings.max_payload_bytes)
+        telemetry.enqueued(self._options.queue or self.registration.queue, count)
         return job_rows(new_jobs, enqueued, now, store.using)
 
     def _new_jobs(
-        self, arguments: list[dict[str, Any]], now: datetime, parents: tuple[int, ...] = ()
+        self, arguments: list[dict[str, Any]], now: datetime, parents: tuple[int, ...] = (), *, first: int = 0
     ) -> list[NewJob]:
-        """The jobs to store for these calls, with the defaults applied (``parents``: more to wait on)."""
+        """The jobs to store for these calls, with the defaults applied (``parents``: more to wait on;
+        ``first``: the number of the first of these calls in its batch)."""
         from . import conf, telemetry
         from .store import NewJob
 
@@ -435,11 +445,12 @@ class JobFunction[**P, R]:
         timeout = options.timeout or reg.timeout
         priority = reg.priority if options.priority is None else options.priority
         payloads = []
-        for index, call in enumerate(arguments):
+        for index, call in enumerate(arguments, first):
             try:
                 payloads.append(codec.encode(call))
             except codec.PayloadError as exc:
-                where = f"call {index} of {reg.wire_name!r}" if len(arguments) > 1 else repr(reg.wire_name)
+                many = first or len(arguments) > 1
+                where = f"call {index} of {reg.wire_name!r}" if many else repr(reg.wire_name)
                 raise codec.PayloadError(f"cannot enqueue {where}: {exc}") from None
         trace_context = telemetry.trace_context()
         all_parents = tuple(dict.fromkeys((*options.depends_on, *parents))) if parents else options.depends_on

@@ -60,7 +60,10 @@ class Client:
             parents=tuple(self.ids[key] for key in wanted), run_on=RunOn(spec.run_on),
         )  # fmt: skip
         try:
-            ids = self.conn.call(self.sim.store.enqueue, jobs=[new], now=now, max_payload_bytes=65536)
+            ids = self.conn.call(  # the registry's way in: jobs made on the store's demand
+                self.sim.store.enqueue_in_parts, count=1, make=lambda start, stop: [new], now=now,
+                max_payload_bytes=65536,
+            )  # fmt: skip
         except Violation:
             raise
         except UnknownParent as exc:  # retention purged a parent first: wait on the others only

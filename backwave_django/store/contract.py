@@ -21,7 +21,7 @@ contract too):
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -354,6 +354,20 @@ class JobStore(Protocol):
         Bounds are checked first; a bad job refuses the whole batch and nothing is written. A job whose
         unique key an unfinished job of its wire name holds (one stored before, or earlier in ``jobs``) is
         not written: that job's id comes back, marked ``duplicate``."""
+        ...
+
+    def enqueue_in_parts(
+        self,
+        count: int,
+        make: Callable[[int, int], Sequence[NewJob]],
+        *,
+        now: datetime,
+        max_payload_bytes: int,
+    ) -> list[EnqueuedJob]:
+        """What ``enqueue`` does with ``count`` jobs, made by ``make(start, stop)`` for the jobs numbered
+        ``start`` to ``stop - 1`` (every one of them made once, in order). A store may ask for them in parts
+        and write each part while the next is made; whatever ``make`` raises, and any job that breaks a
+        bound, still leaves nothing written (the store rolls back what it wrote)."""
         ...
 
     # -- the Pump's cycle ---------------------------------------------------------------------------

@@ -289,6 +289,17 @@ class MemoryStore(MemorySchedulingMixin, MemoryDependencyMixin):
 
     # -- jobs in ------------------------------------------------------------------------------------
 
+    def enqueue_in_parts(
+        self,
+        count: int,
+        make: Callable[[int, int], Sequence[NewJob]],
+        *,
+        now: datetime,
+        max_payload_bytes: int,
+    ) -> list[EnqueuedJob]:
+        """Every job made first, then one ``enqueue``: nothing is written before all are made."""
+        return self.enqueue(make(0, count), now=now, max_payload_bytes=max_payload_bytes)
+
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
         check_new_jobs(jobs, max_payload_bytes)
         with self._lock:

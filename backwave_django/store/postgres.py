@@ -15,8 +15,8 @@ changes take it exclusive, so a first-ever pause or limit can never slip past a 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager, nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,6 +34,11 @@ from .changes import Change
 from .contract import EnqueuedJob, NewJob, OutcomeDetail, StoreError
 from .django import DjangoStore
 from .postgres_claim import claim_one_queue
+
+#: How many jobs of a large batch go in one statement of its pipeline (``enqueue_in_parts``). Measured with
+#: batches of 5,000 on a 2-core machine: parts of 100 to 500 enqueued 1.4x as fast as one statement (the
+#: server inserts one part while the client encodes the next), 2,500 only 1.2x.
+PART = 500
 
 #: The first key of our two-key advisory locks, so they never collide with an application's own.
 ADVISORY_CLASS = 0x4257  # "BW"
@@ -292,6 +297,36 @@ def _uniform(jobs: Sequence[NewJob]) -> bool:
     )
 
 
+def _plain(new: NewJob) -> bool:
+    """Whether one statement here can write this job (keys, tags and edges take the portable path)."""
+    return new.unique_key is None and not new.tags and not new.parents
+
+
+def _insert(jobs: Sequence[NewJob], now: datetime) -> tuple[str, list[Any]]:
+    """The statement that inserts these plain jobs (at least one) and its parameters."""
+    channel = conf.get().hint_channel
+    due_queues = sorted({new.queue for new in jobs if new.due_at <= now})
+    new = jobs[0]
+    if len(jobs) == 1:
+        one = [new.wire_name, new.queue, new.payload, new.max_attempts, new.due_at, now, new.timeout]
+        return ENQUEUE_ONE, [*one, new.priority, new.trace_context, channel, new.queue, bool(due_queues)]
+    if _uniform(jobs):
+        one = [new.wire_name, new.queue, new.max_attempts, new.due_at, now, new.timeout, new.priority]
+        payloads = [new.payload for new in jobs]
+        return ENQUEUE_UNIFORM, [*one, new.trace_context, payloads, channel, new.queue, bool(due_queues)]
+    columns = [
+        [new.wire_name for new in jobs],
+        [new.queue for new in jobs],
+        [new.payload for new in jobs],
+        [new.max_attempts for new in jobs],
+        [new.due_at for new in jobs],
+        [new.timeout for new in jobs],
+        [new.priority for new in jobs],
+        [new.trace_context for new in jobs],
+    ]
+    return ENQUEUE, [now, *columns, channel, due_queues]
+
+
 def _moves(moves: Sequence[Change]) -> dict[str, Any]:
     """The parameters of APPLY and REPORT for these moves (at most one per job)."""
     from psycopg.types.json import Jsonb
@@ -305,11 +340,6 @@ def _moves(moves: Sequence[Change]) -> dict[str, Any]:
         for c in moves
     }  # fmt: skip
     return {"ids": [c.job_id for c in moves], "attempts": [c.attempt for c in moves], "changes": Jsonb(found)}
-
-
-def _pipeline(raw: Any, statements: int) -> AbstractContextManager[Any]:
-    """psycopg's pipeline on ``raw`` for more than one statement (nothing for one)."""
-    return raw.pipeline() if statements > 1 else nullcontext()
 
 
 @functools.cache
@@ -331,6 +361,21 @@ def _hot_cursor(prepare: bool) -> Any:
             return super().execute(query, params, **{**kwargs, "prepare": prepare})
 
     return HotCursor
+
+
+class _Sent:
+    """The statements of one :meth:`PostgresStore._statements` block: ``add`` sends one, and ``rows`` holds
+    the rows of each once the block has ended."""
+
+    def __init__(self, cursor: Callable[[], Any]) -> None:
+        self._cursor = cursor
+        self.cursors: list[Any] = []
+        self.rows: list[list[tuple[Any, ...]]] = []
+
+    def add(self, sql: str, params: Any) -> None:
+        cursor = self._cursor()
+        self.cursors.append(cursor)
+        cursor.execute(sql, params)
 
 
 class PostgresStore(DjangoStore):
@@ -407,13 +452,23 @@ class PostgresStore(DjangoStore):
     def _results(
         self, statements: Sequence[tuple[str, Any]], *, prepare: bool = False
     ) -> list[list[tuple[Any, ...]]]:
-        """Run hot statements with server-side binding, each one's rows. They still go through Django's
-        cursor wrapper, so execute wrappers see them. Several go in one pipeline: one round-trip, and, outside
-        a transaction, one transaction that the server commits at the pipeline's end (its Sync).
+        """Run hot statements with server-side binding, each one's rows (see :meth:`_statements`); several
+        go in one pipeline."""
+        with self._statements(prepare=prepare, pipeline=len(statements) > 1) as sent:
+            for sql, params in statements:
+                sent.add(sql, params)
+        return sent.rows
+
+    @contextmanager
+    def _statements(self, *, prepare: bool = False, pipeline: bool = False) -> Iterator[_Sent]:
+        """A block that sends hot statements (``add``) with server-side binding; each one's rows are in
+        ``rows`` once it ends. They still go through Django's cursor wrapper, so execute wrappers see them.
+        In a ``pipeline`` each is sent without waiting for the one before: outside a transaction they make
+        one transaction that the server commits at the pipeline's end (its Sync), inside one they join it.
 
         ``prepare``: keep them prepared on this connection. Django turns psycopg's prepared statements off
         unless ``OPTIONS['prepare_threshold']`` says otherwise, so unless ``BACKWAVE['PREPARED_STATEMENTS']``
-        is False the threshold is lifted for this one call (the project's own queries are untouched).
+        is False the threshold is lifted for this one block (the project's own queries are untouched).
         The enqueue statements ask for it (planning is a third of a single enqueue's server time, and their
         plan is the same for every call), and so do the report, the sweep's moves and the claim of one queue
         (planning them was a fifth of the drain at the default batch sizes; their plans reach every row by
@@ -428,20 +483,18 @@ class PostgresStore(DjangoStore):
         cursor_class = _hot_cursor(prepare)
         try:
             with ExitStack() as cursors_open:
-                cursors = [
-                    cursors_open.enter_context(CursorWrapper(cursor_class(raw), self.connection))
-                    for _ in statements
-                ]
+                sent = _Sent(
+                    lambda: cursors_open.enter_context(CursorWrapper(cursor_class(raw), self.connection))
+                )
                 if lift:
                     raw.prepare_threshold = 0
                 try:
-                    with self.connection.wrap_database_errors, _pipeline(raw, len(statements)):
-                        for cursor, (sql, params) in zip(cursors, statements, strict=True):
-                            cursor.execute(sql, params)
+                    with self.connection.wrap_database_errors, raw.pipeline() if pipeline else nullcontext():
+                        yield sent
                 finally:
                     if lift:
                         raw.prepare_threshold = None
-                return [list(cursor.fetchall()) for cursor in cursors]
+                sent.rows = [list(cursor.fetchall()) for cursor in sent.cursors]
         except DatabaseError as exc:
             from psycopg.errors import DuplicatePreparedStatement, InvalidSqlStatementName
 
@@ -454,39 +507,47 @@ class PostgresStore(DjangoStore):
             raise
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
-        if any(new.unique_key is not None or new.tags or new.parents for new in jobs):  # the portable path
-            return super().enqueue(jobs, now=now, max_payload_bytes=max_payload_bytes)  # keys, tags, edges
+        if not all(map(_plain, jobs)):  # keys, tags and edges: the portable path
+            return super().enqueue(jobs, now=now, max_payload_bytes=max_payload_bytes)
         check_new_jobs(jobs, max_payload_bytes)
         if not jobs:
             return []
+        rows = self._rows(*_insert(jobs, now), prepare=True)  # one statement: atomic on its own
+        return self._enqueued(jobs, rows, now)
+
+    def enqueue_in_parts(
+        self,
+        count: int,
+        make: Callable[[int, int], Sequence[NewJob]],
+        *,
+        now: datetime,
+        max_payload_bytes: int,
+    ) -> list[EnqueuedJob]:
+        """A large batch goes in parts of ``PART`` jobs, each part sent as soon as it is made, all in one
+        pipeline and one transaction (a savepoint inside the caller's): the server inserts one part while
+        this process encodes the next. Anything raised while a part is made, and any bad job, rolls the
+        whole batch back."""
+        first = make(0, min(count, PART))
+        if count <= PART or not pipelines() or not all(map(_plain, first)):
+            every = [*first, *(make(PART, count) if count > PART else ())]
+            return self.enqueue(every, now=now, max_payload_bytes=max_payload_bytes)
+        jobs: list[NewJob] = []
+        with transaction.atomic(using=self.using), self._statements(prepare=True, pipeline=True) as sent:
+            for start in range(0, count, PART):
+                part = first if start == 0 else make(start, min(count, start + PART))
+                if not all(map(_plain, part)):
+                    raise ValueError("every part of a batch must be plain when its first part is")
+                check_new_jobs(part, max_payload_bytes)
+                jobs.extend(part)
+                sent.add(*_insert(part, now))
+        return self._enqueued(jobs, [row for rows in sent.rows for row in rows], now)
+
+    def _enqueued(
+        self, jobs: Sequence[NewJob], rows: list[tuple[Any, ...]], now: datetime
+    ) -> list[EnqueuedJob]:
+        """What an enqueue of ``jobs`` returns, from the ids its statements returned; the hints and
+        announcements of the jobs due now follow their commit."""
         due_queues = sorted({new.queue for new in jobs if new.due_at <= now})
-        channel = conf.get().hint_channel
-        if len(jobs) == 1:
-            new = jobs[0]
-            one = [new.wire_name, new.queue, new.payload, new.max_attempts, new.due_at, now, new.timeout]
-            params = [*one, new.priority, new.trace_context, channel, new.queue, bool(due_queues)]
-            rows = self._rows(ENQUEUE_ONE, params, prepare=True)
-        elif _uniform(jobs):
-            new = jobs[0]
-            one = [new.wire_name, new.queue, new.max_attempts, new.due_at, now, new.timeout, new.priority]
-            payloads = [new.payload for new in jobs]
-            params = [*one, new.trace_context, payloads, channel, new.queue, bool(due_queues)]
-            rows = self._rows(ENQUEUE_UNIFORM, params, prepare=True)  # one statement: atomic on its own
-        else:
-            params = [
-                now,
-                [new.wire_name for new in jobs],
-                [new.queue for new in jobs],
-                [new.payload for new in jobs],
-                [new.max_attempts for new in jobs],
-                [new.due_at for new in jobs],
-                [new.timeout for new in jobs],
-                [new.priority for new in jobs],
-                [new.trace_context for new in jobs],
-                channel,
-                due_queues,
-            ]
-            rows = self._rows(ENQUEUE, params, prepare=True)  # one statement: atomic on its own
         if due_queues:
             self._hint_this_process(due_queues)
         done = [EnqueuedJob(id=job_id) for job_id in sorted(row[0] for row in rows)]

@@ -1,5 +1,6 @@
 """Enqueue: one or many jobs in one call, in order, bounds checked before any write (``test_bounds.py``
-checks each bound); the database stores join the caller's transaction."""
+checks each bound), or, for a batch made in parts, any bad part rolling back the parts written before it; the
+database stores join the caller's transaction."""
 
 from __future__ import annotations
 
@@ -123,6 +124,74 @@ def test_a_rejected_enqueue_leaves_existing_jobs_untouched(store):
     assert snapshot(store) == before
 
 
+# -- a batch made in parts (a store may write one part while the next is made) ---------------------------
+
+#: More than two of PostgreSQL's parts, the last one short.
+MANY = 1234
+
+
+def made_in_parts(broken_at: int | None = None, oversized_at: int | None = None):
+    """A ``make`` for ``enqueue_in_parts``, and the ranges it was asked for. It raises on being asked for
+    job ``broken_at``; job ``oversized_at`` has a payload over the limit."""
+    asked: list[tuple[int, int]] = []
+
+    def make(start: int, stop: int) -> list:
+        asked.append((start, stop))
+        if broken_at is not None and start <= broken_at < stop:
+            raise RuntimeError(f"cannot make job {broken_at}")
+        return [
+            new_job(wire_name=f"tests.n{i}", payload="x" * (MAX_PAYLOAD + 1) if i == oversized_at else "{}")
+            for i in range(start, stop)
+        ]
+
+    return make, asked
+
+
+def test_a_batch_made_in_parts_is_stored_as_one_enqueue_would_store_it(store):
+    make, asked = made_in_parts()
+
+    enqueued = store.enqueue_in_parts(MANY, make, now=T0, max_payload_bytes=MAX_PAYLOAD)
+
+    ids = [e.id for e in enqueued]
+    assert len(set(ids)) == MANY and ids == sorted(ids)
+    assert [job(store, i).wire_name for i in (ids[0], ids[499], ids[500], ids[-1])] == [
+        "tests.n0", "tests.n499", "tests.n500", f"tests.n{MANY - 1}"
+    ]  # fmt: skip
+    # every job made once, in order
+    assert [n for start, stop in asked for n in range(start, stop)] == list(range(MANY))
+    assert len(snapshot(store)["jobs"]) == MANY
+
+
+@pytest.mark.parametrize("count", [0, 1, 7])
+def test_a_small_batch_made_in_parts_is_made_at_once(store, count):
+    make, asked = made_in_parts()
+    enqueued = store.enqueue_in_parts(count, make, now=T0, max_payload_bytes=MAX_PAYLOAD)
+    assert asked == [(0, count)]
+    assert len(enqueued) == len(snapshot(store)["jobs"]) == count
+
+
+def test_a_part_that_cannot_be_made_leaves_nothing_of_its_batch(store):
+    enqueue(store, 2)
+    before = snapshot(store)
+    make, _ = made_in_parts(broken_at=MANY - 10)
+
+    with pytest.raises(RuntimeError, match=f"cannot make job {MANY - 10}"):
+        store.enqueue_in_parts(MANY, make, now=T0, max_payload_bytes=MAX_PAYLOAD)
+
+    assert snapshot(store) == before
+    assert len(enqueue(store, 3)) == 3  # and the store goes on
+
+
+def test_a_bad_job_in_a_late_part_refuses_the_whole_batch(store):
+    before = snapshot(store)
+    make, _ = made_in_parts(oversized_at=MANY - 1)
+
+    with pytest.raises(PayloadTooLarge, match=f"tests.n{MANY - 1}"):
+        store.enqueue_in_parts(MANY, make, now=T0, max_payload_bytes=MAX_PAYLOAD)
+
+    assert snapshot(store) == before
+
+
 def test_a_future_job_is_not_claimable_until_its_due_time(store):
     new = enqueue_one(store, due_at=T0 + timedelta(minutes=5))
 
@@ -131,6 +200,19 @@ def test_a_future_job_is_not_claimable_until_its_due_time(store):
 
 
 # -- the caller's transaction (database stores only: the memory store has none to join) ------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_in_parts_that_fails_inside_the_callers_transaction_takes_only_itself_back(db_store):
+    """The caller catches the error and commits: its own jobs stay, nothing of the failed batch does."""
+    make, _ = made_in_parts(broken_at=MANY - 1)
+    with transaction.atomic(using=db_store.using):
+        kept = enqueue_one(db_store, wire_name="tests.before")
+        with pytest.raises(RuntimeError):
+            db_store.enqueue_in_parts(MANY, make, now=T0, max_payload_bytes=MAX_PAYLOAD)
+        also = enqueue_one(db_store, wire_name="tests.after")
+
+    assert [j["id"] for j in snapshot(db_store)["jobs"]] == [kept.id, also.id]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -7,7 +7,7 @@ import uuid
 from decimal import Decimal
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from backwave_django import codec
@@ -112,6 +112,36 @@ def test_enqueue_many_refuses_the_whole_batch_when_one_call_is_bad(db):
     with pytest.raises(codec.PayloadError, match="call 1"):
         jobs.add.enqueue_many([(1, 1), (1, object())])
     assert not Job.objects.exists()
+
+
+def test_a_bad_call_late_in_a_large_batch_is_named_and_refuses_the_batch(db):
+    calls: list[tuple[object, ...]] = [(n, n) for n in range(1200)]
+    calls[1100] = (1, object())
+    with pytest.raises(codec.PayloadError, match=r"call 1100 of 'tests\.add'"):
+        jobs.add.enqueue_many(calls)
+    assert not Job.objects.exists()
+
+
+def test_a_large_enqueue_many_goes_to_postgresql_in_parts_of_one_transaction(db):
+    """The server inserts one part while this process encodes the next; the ids still come in call order."""
+    if connection.vendor != "postgresql":
+        pytest.skip("parts are PostgreSQL's")
+    from backwave_django.store.postgres import PART
+
+    sent: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        created = jobs.add.enqueue_many([(n, n) for n in range(2 * PART + 1)])
+
+    assert sum("INSERT INTO backwave_django_job" in sql for sql in sent) == 3
+    assert [codec.decode(j.payload)["a"] for j in created] == list(range(2 * PART + 1))
+    stored = Job.objects.order_by("id")
+    assert [j.id for j in created] == [j.id for j in stored]
+    assert [codec.decode(j.payload)["a"] for j in stored] == list(range(2 * PART + 1))
 
 
 @pytest.mark.django_db(transaction=True)
