@@ -56,6 +56,20 @@ def test_enqueue_claim_heartbeat_report_and_sweep_through_the_bouncer():
     assert states == ["scheduled"] + ["succeeded"] * 7
 
 
+def test_a_batch_in_parts_goes_through_the_bouncer_whole_or_not_at_all():
+    """The parts share one transaction: the bouncer keeps one server connection for it."""
+    from backwave_django import codec
+    from backwave_django.store.postgres import PART
+
+    created = jobs.add.enqueue_many([(n, n) for n in range(2 * PART + 1)])
+    assert [j.id for j in created] == list(Job.objects.order_by("id").values_list("id", flat=True))
+    bad: list[tuple[object, ...]] = [(n, n) for n in range(2 * PART + 1)]
+    bad[-1] = (1, object())
+    with pytest.raises(codec.PayloadError, match=f"call {2 * PART}"):
+        jobs.add.enqueue_many(bad)
+    assert Job.objects.count() == 2 * PART + 1
+
+
 def test_operator_actions_take_their_transaction_scoped_locks_through_the_bouncer():
     store, now = get_store(), timezone.now()
     [first, second] = enqueue(store, 2, now=now)
