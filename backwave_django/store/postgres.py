@@ -178,6 +178,9 @@ def _field(name: str, move: str = "c") -> str:
 #: A job's move, looked up by its id (``row`` names the job's row).
 _LOOKUP = "(SELECT %(changes)b::jsonb -> {row}.id::text AS c) AS found"
 
+#: The move of a lease's job (its Attempt number is the fence's).
+_AT_LEASE = "(%(changes)b::jsonb -> l.job_id::text)"
+
 #: What a move writes to a job, evaluated once per job.
 _MOVE = f"""
     (state, attempt, due_at, terminal_at, terminal_cause, cancel_requested, output) = (
@@ -215,7 +218,7 @@ SELECT id FROM moved
 """
 
 #: The fenced report, in one statement. It deletes the leases this worker still holds for these Attempts
-#: (live at ``now``; one Attempt per job, its number found by the job's place in the arrays), locks the fenced
+#: (live at ``now``; one Attempt per job, its number read from the job's move), locks the fenced
 #: jobs and their unresolved direct children in ascending id order (store/edges.py: the locking order; the
 #: leases first, as the expiry sweep takes them) and reads their cancel flags under those locks, moves the
 #: fenced jobs that have no cancel request (the caller moves the others, whose moves depend on it) and writes
@@ -229,7 +232,7 @@ REPORT = f"""
 WITH fenced AS (
     DELETE FROM backwave_django_lease l
     WHERE l.job_id = ANY(%(ids)b::bigint[]) AND l.owner = %(owner)s AND l.expires_at > %(now)s
-      AND l.attempt = (%(attempts)b::int[])[array_position(%(ids)b::bigint[], l.job_id)]
+      AND l.attempt = {_field("attempt", _AT_LEASE)}
     RETURNING l.job_id, l.claimed_at, l.queue
 ), locked AS MATERIALIZED (
     SELECT k.id, k.cancel_requested, k.has_children FROM backwave_django_job k
@@ -330,6 +333,7 @@ def _insert(jobs: Sequence[NewJob], now: datetime) -> tuple[str, list[Any]]:
 def _moves(moves: Sequence[Change]) -> dict[str, Any]:
     """The parameters of APPLY and REPORT for these moves (at most one per job)."""
     from psycopg.types.json import Jsonb
+    from psycopg.types.numeric import Int8
 
     found = {
         str(c.job_id): [
@@ -339,7 +343,9 @@ def _moves(moves: Sequence[Change]) -> dict[str, Any]:
         ]
         for c in moves
     }  # fmt: skip
-    return {"ids": [c.job_id for c in moves], "attempts": [c.attempt for c in moves], "changes": Jsonb(found)}
+    # The ids go as bigint[]: psycopg sends a list of small ints as int2[] or int4[], and under the prepared
+    # statement's generic plan a cast of that parameter is redone for every row that reads it.
+    return {"ids": [Int8(c.job_id) for c in moves], "changes": Jsonb(found)}
 
 
 @functools.cache
