@@ -417,9 +417,8 @@ class JobFunction[**P, R]:
         store = get_store(settings.database)
         new_jobs: list[NewJob] = []
 
-        def make(
-            start: int, stop: int
-        ) -> list[NewJob]:  # the store may ask in parts, to write while we encode
+        # The store asks for the jobs, maybe in parts, so that it can write one part while we encode the next.
+        def make(start: int, stop: int) -> list[NewJob]:
             part = self._new_jobs(arguments[start:stop], now, first=start)
             new_jobs.extend(part)
             return part

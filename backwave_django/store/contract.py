@@ -338,6 +338,24 @@ class PumpView:
     last_beat_at: datetime
 
 
+class MakesEveryJobFirst:
+    """``enqueue_in_parts`` for a store that writes nothing before every job is made: it asks for them all at
+    once, then makes one ``enqueue``."""
+
+    def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
+        raise NotImplementedError  # the store's own
+
+    def enqueue_in_parts(
+        self,
+        count: int,
+        make: Callable[[int, int], Sequence[NewJob]],
+        *,
+        now: datetime,
+        max_payload_bytes: int,
+    ) -> list[EnqueuedJob]:
+        return self.enqueue(make(0, count), now=now, max_payload_bytes=max_payload_bytes)
+
+
 class JobStore(Protocol):
     """Every operation the Shell, the operator functions, the admin's actions and the test pump use."""
 

@@ -42,6 +42,7 @@ from .contract import (
     EnqueuedJob,
     JobView,
     LeaseView,
+    MakesEveryJobFirst,
     NewJob,
     OutcomeDetail,
     OutcomeView,
@@ -63,7 +64,7 @@ _JOB_FIELDS = (
 )  # fmt: skip
 
 
-class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
+class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin, MakesEveryJobFirst):
     """The Storage Contract over one Django database alias."""
 
     supports_transactional_enqueue = True
@@ -138,17 +139,6 @@ class DjangoStore(SchedulingMixin, RetentionMixin, DependencyMixin):
         return None
 
     # -- enqueue -----------------------------------------------------------------------------------
-
-    def enqueue_in_parts(
-        self,
-        count: int,
-        make: Callable[[int, int], Sequence[NewJob]],
-        *,
-        now: datetime,
-        max_payload_bytes: int,
-    ) -> list[EnqueuedJob]:
-        """Every job made first, then one ``enqueue``: nothing is written before all are made."""
-        return self.enqueue(make(0, count), now=now, max_payload_bytes=max_payload_bytes)
 
     @restarted_on_deadlock
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:

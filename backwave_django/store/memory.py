@@ -44,6 +44,7 @@ from .contract import (
     EnqueuedJob,
     JobView,
     LeaseView,
+    MakesEveryJobFirst,
     NewJob,
     OutcomeDetail,
     OutcomeView,
@@ -137,7 +138,7 @@ class _AnnouncingLock:
                 logger.exception("announcing %d job transition(s) failed; the changes stand", len(batch))
 
 
-class MemoryStore(MemorySchedulingMixin, MemoryDependencyMixin):
+class MemoryStore(MemorySchedulingMixin, MemoryDependencyMixin, MakesEveryJobFirst):
     """The Storage Contract in memory."""
 
     supports_transactional_enqueue = False
@@ -288,17 +289,6 @@ class MemoryStore(MemorySchedulingMixin, MemoryDependencyMixin):
         """Handlers share no sessions with this store."""
 
     # -- jobs in ------------------------------------------------------------------------------------
-
-    def enqueue_in_parts(
-        self,
-        count: int,
-        make: Callable[[int, int], Sequence[NewJob]],
-        *,
-        now: datetime,
-        max_payload_bytes: int,
-    ) -> list[EnqueuedJob]:
-        """Every job made first, then one ``enqueue``: nothing is written before all are made."""
-        return self.enqueue(make(0, count), now=now, max_payload_bytes=max_payload_bytes)
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: datetime, max_payload_bytes: int) -> list[EnqueuedJob]:
         check_new_jobs(jobs, max_payload_bytes)

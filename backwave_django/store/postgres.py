@@ -532,7 +532,8 @@ class PostgresStore(DjangoStore):
         """A large batch goes in parts of ``PART`` jobs, each part sent as soon as it is made, all in one
         pipeline and one transaction (a savepoint inside the caller's): the server inserts one part while
         this process encodes the next. Anything raised while a part is made, and any bad job, rolls the
-        whole batch back."""
+        whole batch back. A batch of one part, one with keys, tags or parents, or a libpq without pipelines:
+        every job made first, then one ``enqueue``."""
         first = make(0, min(count, PART))
         if count <= PART or not pipelines() or not all(map(_plain, first)):
             every = [*first, *(make(PART, count) if count > PART else ())]
@@ -551,8 +552,8 @@ class PostgresStore(DjangoStore):
     def _enqueued(
         self, jobs: Sequence[NewJob], rows: list[tuple[Any, ...]], now: datetime
     ) -> list[EnqueuedJob]:
-        """What an enqueue of ``jobs`` returns, from the ids its statements returned; the hints and
-        announcements of the jobs due now follow their commit."""
+        """What an enqueue of ``jobs`` returns, from the ids its statements returned; the wake-up hints (for
+        the jobs due now) and the announcements go once they commit."""
         due_queues = sorted({new.queue for new in jobs if new.due_at <= now})
         if due_queues:
             self._hint_this_process(due_queues)
