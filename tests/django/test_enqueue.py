@@ -144,6 +144,20 @@ def test_a_large_enqueue_many_goes_to_postgresql_in_parts_of_one_transaction(db)
     assert [codec.decode(j.payload)["a"] for j in stored] == list(range(2 * PART + 1))
 
 
+def test_a_large_batch_with_a_key_or_tags_keeps_their_rules(db):
+    """Keys and tags take the portable path whatever the batch size: the first call holds the key, every
+    call gets the tags."""
+    from backwave_django.models import JobTag
+
+    held = jobs.add.using(unique_key="nightly").enqueue_many([(n, n) for n in range(1200)])
+    assert [j.duplicate for j in held] == [False] + [True] * 1199
+    assert {j.id for j in held} == {held[0].id} and Job.objects.count() == 1
+
+    tagged = jobs.add.using(tags=["bulk"]).enqueue_many([(n, n) for n in range(1200)])
+    assert len({j.id for j in tagged}) == 1200
+    assert JobTag.objects.filter(job__in=[j.id for j in tagged], tag="bulk").count() == 1200
+
+
 @pytest.mark.django_db(transaction=True)
 def test_enqueue_inside_a_rolled_back_transaction_leaves_no_job():
     class Abort(Exception):
