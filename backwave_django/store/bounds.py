@@ -28,14 +28,18 @@ def priority_problem(value: object) -> str | None:
     return None
 
 
-def check_new_jobs(jobs: Sequence[NewJob], max_payload_bytes: int) -> None:
+def check_new_jobs(jobs: Sequence[NewJob], max_payload_bytes: int, *, first: int = 0) -> None:
     """Raise before anything is written when one of ``jobs`` breaks a bound. The fields a batch usually
-    shares (everything but the payload) are checked once per distinct set of values, the payload of each."""
+    shares (everything but the payload) are checked once per distinct set of values, the payload of each;
+    a payload's error in a batch names its call (``first``: the number of the first of ``jobs`` in a batch
+    sent in parts)."""
     shared: set[tuple[object, ...]] = set()
     previous: NewJob | None = None
-    for new in jobs:
+    numbered = first > 0 or len(jobs) > 1
+    for index, new in enumerate(jobs, first):
+        call = index if numbered else None
         if previous is not None and _same_shared(new, previous):  # a batch's jobs share their objects
-            _check_payload(new, max_payload_bytes)
+            _check_payload(new, max_payload_bytes, call)
             continue
         previous = new
         fields = (
@@ -57,7 +61,7 @@ def check_new_jobs(jobs: Sequence[NewJob], max_payload_bytes: int) -> None:
         if not seen:
             _check_shared(new)
             shared.add(key)
-        _check_payload(new, max_payload_bytes)
+        _check_payload(new, max_payload_bytes, call)
 
 
 def _same_shared(new: NewJob, other: NewJob) -> bool:
@@ -75,18 +79,18 @@ def _same_shared(new: NewJob, other: NewJob) -> bool:
     )
 
 
-def _check_payload(new: NewJob, max_payload_bytes: int) -> None:
+def _check_payload(new: NewJob, max_payload_bytes: int, call: int | None) -> None:
+    """``call``: the job's number in its batch, None when it is alone."""
+    of = f"{new.wire_name!r}" if call is None else f"{new.wire_name!r} (call {call} of the batch)"
     try:
         size = len(new.payload.encode("utf-8"))
     except UnicodeEncodeError:
-        raise StoreError(f"the payload of {new.wire_name!r} is not valid UTF-8 text") from None
+        raise StoreError(f"the payload of {of} is not valid UTF-8 text") from None
     if "\x00" in new.payload:
-        raise StoreError(
-            f"the payload of {new.wire_name!r} holds a NUL character, which no text column stores"
-        )
+        raise StoreError(f"the payload of {of} holds a NUL character, which no text column stores")
     if size > max_payload_bytes:
         raise PayloadTooLarge(
-            f"the payload of {new.wire_name!r} is {size} bytes; the limit is {max_payload_bytes} "
+            f"the payload of {of} is {size} bytes; the limit is {max_payload_bytes} "
             "(BACKWAVE['MAX_PAYLOAD_BYTES']). Store large data elsewhere and pass a reference."
         )
 

@@ -544,7 +544,7 @@ class PostgresStore(DjangoStore):
                 part = first if start == 0 else make(start, min(count, start + PART))
                 if not all(map(_plain, part)):
                     raise ValueError("every part of a batch must be plain when its first part is")
-                check_new_jobs(part, max_payload_bytes)
+                check_new_jobs(part, max_payload_bytes, first=start)
                 jobs.extend(part)
                 sent.add(*_insert(part, now))
         return self._enqueued(jobs, [row for rows in sent.rows for row in rows], now)
