@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .contract import (
     CancelResult,
     EnqueuedJob,
@@ -15,6 +17,9 @@ from .contract import (
     WireNameTooLong,
 )
 
+if TYPE_CHECKING:
+    from .django import DjangoStore
+
 
 def get_store(using: str | None = None) -> JobStore:
     """The store for ``using`` (default: ``BACKWAVE['DATABASE']``): PostgreSQL gets its SQL hot paths, MariaDB
@@ -23,18 +28,22 @@ def get_store(using: str | None = None) -> JobStore:
     from django.db import connections
 
     from .. import conf
+
+    alias = using or conf.get().database
+    stores = store_classes()
+    return stores.get(connections[alias].vendor, stores[""])(alias)
+
+
+def store_classes() -> dict[str, type[DjangoStore]]:
+    """Each database vendor's store ("": the portable one, for any other). The first call imports them
+    (about 40 ms on a 2-core machine): the app's ``ready()`` makes it, so that the first enqueue of a web
+    process does not."""
     from .django import DjangoStore
     from .mysql import MySQLStore
     from .postgres import PostgresStore
     from .sqlite_store import SQLiteStore
 
-    alias = using or conf.get().database
-    stores: dict[str, type[DjangoStore]] = {
-        "postgresql": PostgresStore,
-        "mysql": MySQLStore,
-        "sqlite": SQLiteStore,
-    }
-    return stores.get(connections[alias].vendor, DjangoStore)(alias)
+    return {"postgresql": PostgresStore, "mysql": MySQLStore, "sqlite": SQLiteStore, "": DjangoStore}
 
 
 __all__ = [

@@ -74,3 +74,19 @@ def test_importing_the_package_does_not_import_the_models():
     assert (
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
     )
+
+
+def test_start_up_imports_what_the_first_enqueue_needs():
+    """So that a web process's first enqueue does not import the stores in the middle of a request."""
+    import os
+    import subprocess
+    import sys
+
+    modules = ("store.django", "store.postgres", "store.sqlite_store", "telemetry")
+    code = (
+        "import sys, django; django.setup(); "
+        f"print(all('backwave_django.' + m in sys.modules for m in {modules!r}))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, sys.path))}  # pytest's pythonpath too
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.stdout.strip() == "True", done.stderr
