@@ -51,6 +51,16 @@ def test_a_burst_run_with_no_grace_and_no_horizon_drains_and_exits(settings, cap
     assert "1 outcomes applied" in capsys.readouterr().out
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("group", ["default", ["default"]])
+def test_call_command_takes_one_group_by_name_or_a_list_of_them(settings, capsys, group):
+    settings.BACKWAVE = {"GROUPS": {"default": {"QUEUES": ["default"], "POLL_INTERVAL": 0.05}}}
+    jobs.noop.enqueue()
+    call_command("backwave_pump", group=group, burst=True, grace=0, burst_horizon=0, no_hints=True)
+    assert Job.objects.get().state == "succeeded"
+    assert "group default: stopped" in capsys.readouterr().out
+
+
 def test_the_shared_types_name_the_value_and_the_range():
     within_a_minute = arguments.seconds_between(0, 60)
     assert within_a_minute("0") == 0.0

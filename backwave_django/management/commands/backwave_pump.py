@@ -84,6 +84,8 @@ class Command(BaseCommand):
         horizon = arguments.given(options, "burst_horizon", BURST_HORIZON)
         settings = conf.get()
         groups = options["groups"] or list(settings.groups)
+        if isinstance(groups, str):  # call_command(..., group="x"): one name, where argparse makes a list
+            groups = [groups]
         self._warn_about_connections(settings.database)
         try:
             node = Node(groups, hints=False if options["no_hints"] else None)
