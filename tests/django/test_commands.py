@@ -43,6 +43,13 @@ def test_health_can_be_limited_to_one_host(db):
         call_command("backwave_health", groups=["default"], host="h2")
 
 
+def test_health_takes_one_group_by_name_through_call_command(db):
+    pump_row("h1:1:default:a", "running", 1, host="h1")
+    call_command("backwave_health", group="default", host="h1")
+    with pytest.raises(CommandError, match="unknown group 'nope'"):
+        call_command("backwave_health", group="nope")
+
+
 def test_health_refuses_an_unknown_group(db):
     with pytest.raises(CommandError, match="unknown group"):
         call_command("backwave_health", groups=["nope"])

@@ -94,6 +94,35 @@ def test_purge_older_than_and_by_queue_in_batches(settings):
     assert list(Job.objects.values_list("queue", flat=True)) == ["default"]
 
 
+@pytest.mark.parametrize("older_than", ["1d", timedelta(days=1)])
+@pytest.mark.parametrize("queue", ["slow", ["slow"]])
+def test_purge_through_call_command_takes_keywords_as_a_user_writes_them(settings, older_than, queue):
+    settings.BACKWAVE = {"GROUPS": GROUPS, "RETENTION": {"SUCCEEDED": None, "FAILED": None}}
+    finished("succeeded", timedelta(days=2), queue="slow")
+    finished("succeeded", timedelta(days=2), queue="default")
+    out = StringIO()
+    call_command("backwave_purge", older_than=older_than, queue=queue, stdout=out)
+    assert "purged 1 finished job(s)" in out.getvalue()
+    assert list(Job.objects.values_list("queue", flat=True)) == ["default"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"older_than": "soon"}, "argument --older-than: 'soon' is not an age"),
+        ({"older_than": timedelta(0)}, "argument --older-than: '0' is not an age"),
+        ({"older_than": 30}, "argument --older-than: 30 is not an age"),
+        ({"queue": "bad queue"}, "argument --queue: "),
+    ],
+)
+def test_purge_refuses_bad_keywords_as_it_refuses_bad_flags(settings, options, message):
+    settings.BACKWAVE = {"GROUPS": GROUPS}
+    finished("succeeded", timedelta(days=30))
+    with pytest.raises(CommandError, match=message):
+        call_command("backwave_purge", **options)
+    assert Job.objects.count() == 1
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -83,9 +83,7 @@ class Command(BaseCommand):
         grace = arguments.given(options, "grace", GRACE)
         horizon = arguments.given(options, "burst_horizon", BURST_HORIZON)
         settings = conf.get()
-        groups = options["groups"] or list(settings.groups)
-        if isinstance(groups, str):  # call_command(..., group="x"): one name, where argparse makes a list
-            groups = [groups]
+        groups = arguments.repeated(options, "groups") or list(settings.groups)
         self._warn_about_connections(settings.database)
         try:
             node = Node(groups, hints=False if options["no_hints"] else None)

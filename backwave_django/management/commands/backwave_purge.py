@@ -16,6 +16,7 @@ from ...core.names import queue_name_problem
 from ...core.retention import MAX_PURGE_BATCH, RetentionRule, purges
 from ...models import Job
 from ...store import get_store
+from .. import arguments
 
 _AGE = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -73,11 +74,11 @@ class Command(BaseCommand):
         batch = options["batch"]
         if not 1 <= batch <= 10_000:
             raise CommandError(f"--batch is {batch}; use 1 to 10000")
-        queues = tuple(options["queues"] or _queues_with_jobs(store.using))
+        queues = tuple(arguments.repeated(options, "queues", queue) or _queues_with_jobs(store.using))
         if not queues:
             self.stdout.write("No jobs stored: nothing to purge.")
             return
-        keep = options["older_than"]
+        keep = _older_than(options["older_than"])
         if keep is not None:
             rules: tuple[RetentionRule, ...] = (RetentionRule(queues=queues, succeeded=keep, failed=keep),)
         else:
@@ -103,6 +104,20 @@ class Command(BaseCommand):
                 break
         elapsed = time.monotonic() - started
         self.stdout.write(f"purged {total:,} finished job(s) in {batches} batch(es), {elapsed:.1f} s")
+
+
+def _older_than(value: object) -> timedelta | None:
+    """--older-than as parsed, or as ``call_command()`` passed it past argparse (text, or a timedelta)."""
+    if value is None:
+        return None
+    if not isinstance(value, timedelta | str):
+        raise CommandError(f"argument --older-than: {value!r} is not an age (30d, 12h) or a timedelta")
+    if isinstance(value, timedelta):
+        value = f"{value.total_seconds()}" if value.total_seconds() > 0 else "0"
+    try:
+        return age(value)
+    except argparse.ArgumentTypeError as exc:
+        raise CommandError(f"argument --older-than: {exc}") from None
 
 
 def _queues_with_jobs(using: str) -> list[str]:
