@@ -113,6 +113,9 @@ def test_purge_through_call_command_takes_keywords_as_a_user_writes_them(setting
         ({"older_than": timedelta(0)}, "argument --older-than: '0' is not an age"),
         ({"older_than": 30}, "argument --older-than: 30 is not an age"),
         ({"queue": "bad queue"}, "argument --queue: "),
+        ({"batch": "many"}, "--batch is 'many'; use 1 to 10000"),
+        ({"batch": True}, "--batch is True; use 1 to 10000"),
+        ({"batch": 0}, "--batch is 0; use 1 to 10000"),
     ],
 )
 def test_purge_refuses_bad_keywords_as_it_refuses_bad_flags(settings, options, message):

@@ -71,9 +71,11 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         settings = conf.get()
         store = get_store(settings.database)
-        batch = options["batch"]
-        if not 1 <= batch <= 10_000:
-            raise CommandError(f"--batch is {batch}; use 1 to 10000")
+        batch = options["batch"]  # call_command() may pass it past argparse, as text or anything else
+        if isinstance(batch, str) and batch.strip().isdigit():
+            batch = int(batch)
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10_000:
+            raise CommandError(f"--batch is {batch!r}; use 1 to 10000")
         queues = tuple(arguments.repeated(options, "queues", queue) or _queues_with_jobs(store.using))
         if not queues:
             self.stdout.write("No jobs stored: nothing to purge.")
