@@ -59,17 +59,25 @@ def given(options: dict[str, Any], dest: str, parse: Callable[[str], float]) -> 
         raise CommandError(f"argument --{dest.replace('_', '-')}: {exc}") from None
 
 
-def repeated(options: dict[str, Any], dest: str, parse: Callable[[str], Any] | None = None) -> list[Any]:
+def repeated(
+    options: dict[str, Any], dest: str, flag: str, parse: Callable[[str], Any] | None = None
+) -> list[Any]:
     """A repeatable option's values (``[]`` when it was not given). ``call_command()`` passes a keyword as
     it is given, past argparse: one value as a string (``group="default"``), which would otherwise be read
-    one letter at a time, and unchecked, so ``parse`` checks each value again, as argparse would have."""
+    one letter at a time, and unchecked, so each value is checked again (a string, then ``parse``), as
+    argparse would have. An empty list is refused: it would otherwise mean "every one"."""
     values = options[dest]
     if values is None:
         return []
-    values = [values] if isinstance(values, str) else list(values)
+    values = list(values) if isinstance(values, list | tuple) else [values]
+    if not values:
+        raise CommandError(f"argument {flag}: an empty list names none; leave {flag} out to mean every one")
+    for value in values:
+        if not isinstance(value, str):
+            raise CommandError(f"argument {flag}: {value!r} is not a name (a str)")
     if parse is None:
         return values
     try:
         return [parse(value) for value in values]
     except argparse.ArgumentTypeError as exc:
-        raise CommandError(f"argument --{dest.rstrip('s')}: {exc}") from None
+        raise CommandError(f"argument {flag}: {exc}") from None

@@ -48,6 +48,10 @@ def test_health_takes_one_group_by_name_through_call_command(db):
     call_command("backwave_health", group="default", host="h1")
     with pytest.raises(CommandError, match="unknown group 'nope'"):
         call_command("backwave_health", group="nope")
+    with pytest.raises(CommandError, match="argument --group: 5 is not a name"):
+        call_command("backwave_health", group=5)
+    with pytest.raises(CommandError, match="argument --group: an empty list names none"):
+        call_command("backwave_health", group=[])
 
 
 def test_health_refuses_an_unknown_group(db):

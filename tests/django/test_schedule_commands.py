@@ -110,10 +110,18 @@ def test_purge_through_call_command_takes_keywords_as_a_user_writes_them(setting
     ("options", "message"),
     [
         ({"older_than": "soon"}, "argument --older-than: 'soon' is not an age"),
-        ({"older_than": timedelta(0)}, "argument --older-than: '0' is not an age"),
+        ({"older_than": timedelta(0)}, r"argument --older-than: datetime.timedelta\(0\) is not an age from"),
+        ({"older_than": timedelta(days=-1)}, "argument --older-than: .* is not an age from a microsecond"),
+        ({"older_than": timedelta(days=4000)}, "argument --older-than: .* is not an age from a microsecond"),
+        ({"older_than": "0.0000004"}, "argument --older-than: '0.0000004' is not an age"),  # rounds to 0
         ({"older_than": 30}, "argument --older-than: 30 is not an age"),
         ({"queue": "bad queue"}, "argument --queue: "),
+        ({"queue": []}, "argument --queue: an empty list names none; leave --queue out"),
+        ({"queue": 5}, "argument --queue: 5 is not a name"),
+        ({"queue": b"slow"}, "argument --queue: b'slow' is not a name"),
         ({"batch": "many"}, "--batch is 'many'; use 1 to 10000"),
+        ({"batch": "\u00b2"}, "--batch is '\u00b2'; use 1 to 10000"),  # a digit to isdigit(), not to int()
+        ({"batch": "9" * 5000}, "--batch is '9999.*; use 1 to 10000"),
         ({"batch": True}, "--batch is True; use 1 to 10000"),
         ({"batch": 0}, "--batch is 0; use 1 to 10000"),
     ],
@@ -124,6 +132,12 @@ def test_purge_refuses_bad_keywords_as_it_refuses_bad_flags(settings, options, m
     with pytest.raises(CommandError, match=message):
         call_command("backwave_purge", **options)
     assert Job.objects.count() == 1
+
+
+def test_purge_refuses_a_bad_keyword_even_with_nothing_stored(settings):
+    settings.BACKWAVE = {"GROUPS": GROUPS}
+    with pytest.raises(CommandError, match="argument --older-than: 'soon' is not an age"):
+        call_command("backwave_purge", older_than="soon")
 
 
 @pytest.mark.parametrize(

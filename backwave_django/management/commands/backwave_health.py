@@ -35,7 +35,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         settings = conf.get()
-        names = arguments.repeated(options, "groups") or list(settings.groups)
+        names = arguments.repeated(options, "groups", "--group") or list(settings.groups)
         unknown = [name for name in names if name not in settings.groups]
         if unknown:
             raise CommandError(f"unknown group {unknown[0]!r}; configured: {sorted(settings.groups)}")

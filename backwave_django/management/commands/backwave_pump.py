@@ -83,7 +83,7 @@ class Command(BaseCommand):
         grace = arguments.given(options, "grace", GRACE)
         horizon = arguments.given(options, "burst_horizon", BURST_HORIZON)
         settings = conf.get()
-        groups = arguments.repeated(options, "groups") or list(settings.groups)
+        groups = arguments.repeated(options, "groups", "--group") or list(settings.groups)
         self._warn_about_connections(settings.database)
         try:
             node = Node(groups, hints=False if options["no_hints"] else None)

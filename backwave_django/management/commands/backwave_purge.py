@@ -28,7 +28,7 @@ def age(text: str) -> timedelta:
     """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` or a number of seconds."""
     match = _AGE.fullmatch(text.strip())
     value = float(match[1]) * _UNITS[match[2]] if match else -1.0
-    if not 0 < value <= MAX_AGE.total_seconds():
+    if not 0 < value <= MAX_AGE.total_seconds() or timedelta(seconds=value) <= timedelta(0):
         raise argparse.ArgumentTypeError(
             f"{text[:40]!r} is not an age: write a number with s, m, h, d or w (30d, 12h), at most 10 years"
         )
@@ -70,17 +70,15 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         settings = conf.get()
+        # Every option is checked before anything is read: call_command() may pass them past argparse.
+        batch = _batch(options["batch"])
+        keep = _older_than(options["older_than"])
+        named = arguments.repeated(options, "queues", "--queue", queue)
         store = get_store(settings.database)
-        batch = options["batch"]  # call_command() may pass it past argparse, as text or anything else
-        if isinstance(batch, str) and batch.strip().isdigit():
-            batch = int(batch)
-        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10_000:
-            raise CommandError(f"--batch is {batch!r}; use 1 to 10000")
-        queues = tuple(arguments.repeated(options, "queues", queue) or _queues_with_jobs(store.using))
+        queues = tuple(named or _queues_with_jobs(store.using))
         if not queues:
             self.stdout.write("No jobs stored: nothing to purge.")
             return
-        keep = _older_than(options["older_than"])
         if keep is not None:
             rules: tuple[RetentionRule, ...] = (RetentionRule(queues=queues, succeeded=keep, failed=keep),)
         else:
@@ -108,14 +106,23 @@ class Command(BaseCommand):
         self.stdout.write(f"purged {total:,} finished job(s) in {batches} batch(es), {elapsed:.1f} s")
 
 
+def _batch(value: object) -> int:
+    """--batch as parsed, or as ``call_command()`` passed it (an int, or its text)."""
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and len(value) < 7:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
+        raise CommandError(f"--batch is {value!r}; use 1 to 10000")
+    return value
+
+
 def _older_than(value: object) -> timedelta | None:
     """--older-than as parsed, or as ``call_command()`` passed it past argparse (text, or a timedelta)."""
-    if value is None:
-        return None
-    if not isinstance(value, timedelta | str):
-        raise CommandError(f"argument --older-than: {value!r} is not an age (30d, 12h) or a timedelta")
+    if value is None or (isinstance(value, timedelta) and timedelta(0) < value <= MAX_AGE):
+        return value
     if isinstance(value, timedelta):
-        value = f"{value.total_seconds()}" if value.total_seconds() > 0 else "0"
+        raise CommandError(f"argument --older-than: {value!r} is not an age from a microsecond to 10 years")
+    if not isinstance(value, str):
+        raise CommandError(f"argument --older-than: {value!r} is not an age (30d, 12h) or a timedelta")
     try:
         return age(value)
     except argparse.ArgumentTypeError as exc:
