@@ -80,8 +80,9 @@ def _same_shared(new: NewJob, other: NewJob) -> bool:
 
 
 def _check_payload(new: NewJob, max_payload_bytes: int, call: int | None) -> None:
-    """``call``: the job's number in its batch, None when it is alone."""
-    of = f"{new.wire_name!r}" if call is None else f"{new.wire_name!r} (call {call} of the batch)"
+    """``call``: the job's number in its batch (from 0, as ``enqueue_many`` numbers its calls), None when it
+    is alone."""
+    of = f"{new.wire_name!r}" if call is None else f"{new.wire_name!r} (job {call} of the batch)"
     try:
         size = len(new.payload.encode("utf-8"))
     except UnicodeEncodeError:

@@ -110,7 +110,7 @@ def test_an_oversized_payload_is_rejected_with_its_size_and_the_limit_and_nothin
     message = str(raised.value)
     assert "120 bytes" in message
     assert "100" in message
-    assert "'tests.big' (call 1 of the batch)" in message
+    assert "'tests.big' (job 1 of the batch)" in message
     assert snapshot(store) == before  # the valid first job was not written either
 
 
@@ -186,7 +186,7 @@ def test_a_bad_job_in_a_late_part_refuses_the_whole_batch(store):
     before = snapshot(store)
     make, _ = made_in_parts(oversized_at=MANY - 1)
 
-    with pytest.raises(PayloadTooLarge, match=rf"'tests.n{MANY - 1}' \(call {MANY - 1} of the batch\)"):
+    with pytest.raises(PayloadTooLarge, match=rf"'tests.n{MANY - 1}' \(job {MANY - 1} of the batch\)"):
         store.enqueue_in_parts(MANY, make, now=T0, max_payload_bytes=MAX_PAYLOAD)
 
     assert snapshot(store) == before

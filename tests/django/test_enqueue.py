@@ -99,7 +99,7 @@ def test_a_payload_over_the_size_limit_in_a_large_batch_is_named_by_its_call(db,
     from backwave_django.store import PayloadTooLarge
 
     calls = [{"a": "x" * 100 if n == 1150 else n, "b": n} for n in range(1200)]  # beyond a part on PostgreSQL
-    with pytest.raises(PayloadTooLarge, match=r"'tests.add' \(call 1150 of the batch\) is \d+ bytes"):
+    with pytest.raises(PayloadTooLarge, match=r"'tests.add' \(job 1150 of the batch\) is \d+ bytes"):
         jobs.add.enqueue_many(calls)
     assert not Job.objects.exists()
 
