@@ -31,7 +31,7 @@ def priority_problem(value: object) -> str | None:
 def check_new_jobs(jobs: Sequence[NewJob], max_payload_bytes: int, *, first: int = 0) -> None:
     """Raise before anything is written when one of ``jobs`` breaks a bound. The fields a batch usually
     shares (everything but the payload) are checked once per distinct set of values, the payload of each;
-    a payload's error in a batch names its call (``first``: the number of the first of ``jobs`` in a batch
+    a payload's error in a batch names its job (``first``: the number of the first of ``jobs`` in a batch
     sent in parts)."""
     shared: set[tuple[object, ...]] = set()
     previous: NewJob | None = None
